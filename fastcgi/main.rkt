@@ -1,0 +1,113 @@
+#lang racket/base
+;; The public face of `fastcgi`: serve a web-server servlet or a raw handler over FastCGI.
+;; Contracts live here, at the boundary; nothing below checks them again per request.
+(require racket/contract
+         web-server/http/request-structs
+         web-server/http/response-structs
+         "private/limits.rkt"
+         "private/log.rkt"
+         "private/protocol.rkt"
+         "private/request.rkt"
+         "private/server.rkt"
+         "private/transport.rkt"
+         "private/web.rkt")
+
+(define stop/c (->* () (#:timeout (>=/c 0)) void?))
+(define role/c (or/c 'responder 'authorizer 'filter))
+(define timeout/c (or/c #f (>/c 0)))
+
+(provide
+ (contract-out
+  [serve/fastcgi
+   (->* ((-> request? response?))
+        (#:listen (or/c string? #f)
+         #:port (or/c #f (integer-in 0 65535))
+         #:listen-ip string?
+         #:limits limits?
+         #:allowed-clients (or/c #f string?)
+         #:socket-mode (integer-in 0 #o7777)
+         #:socket-owner (or/c #f string? exact-nonnegative-integer?)
+         #:socket-group (or/c #f string? exact-nonnegative-integer?)
+         #:backlog exact-positive-integer?
+         #:on-ready (-> string? any))
+        stop/c)]
+  [serve/fastcgi-raw
+   (->* ((-> fastcgi-request? any))
+        (#:roles (non-empty-listof role/c)
+         #:listen (or/c string? #f)
+         #:port (or/c #f (integer-in 0 65535))
+         #:listen-ip string?
+         #:limits limits?
+         #:allowed-clients (or/c #f string?)
+         #:socket-mode (integer-in 0 #o7777)
+         #:socket-owner (or/c #f string? exact-nonnegative-integer?)
+         #:socket-group (or/c #f string? exact-nonnegative-integer?)
+         #:backlog exact-positive-integer?
+         #:on-ready (-> string? any))
+        stop/c)]
+  [make-limits
+   (->* ()
+        (#:max-params-bytes exact-positive-integer?
+         #:max-params-pairs exact-positive-integer?
+         #:max-body exact-nonnegative-integer?
+         #:max-requests-per-connection (integer-in 1 65535)
+         #:max-concurrent exact-positive-integer?
+         #:max-connections exact-positive-integer?
+         #:stdin-buffer exact-positive-integer?
+         #:first-byte-timeout (>/c 0)
+         #:idle-timeout (>/c 0)
+         #:read-timeout (>/c 0)
+         #:write-timeout (>/c 0)
+         #:request-timeout timeout/c
+         #:drain-timeout (>/c 0))
+        limits?)]
+  [fastcgi-param (->* (fastcgi-request? (or/c bytes? string?)) (any/c) any)]
+  [response/authorized
+   (->* () (#:variables (listof (cons/c (or/c symbol? string?) string?))) response?)])
+ limits? default-limits
+ fastcgi-request? fastcgi-request-id fastcgi-request-role fastcgi-request-keep-conn?
+ fastcgi-request-params fastcgi-request-stdin fastcgi-request-data
+ fastcgi-request-stdout fastcgi-request-stderr fastcgi-request-abort-evt
+ fastcgi-request-peer
+ current-fastcgi-request
+ fastcgi-logger
+ (struct-out exn:fail:fastcgi)
+ (struct-out exn:fail:fastcgi:protocol)
+ (struct-out exn:fail:fastcgi:aborted)
+ (struct-out exn:fail:fastcgi:body)
+ (struct-out exn:fail:fastcgi:transport))
+
+;; fastcgi-param : fastcgi-request (or/c bytes string) [any] -> any
+(define (fastcgi-param r name [default #f]) (request-param r name default))
+
+;; serve/fastcgi : (request -> response) keyword-options -> stop procedure
+;; Serves a web-server servlet; returns at once with the procedure that stops gracefully.
+(define (serve/fastcgi start #:limits [lim default-limits]
+                       #:listen [listen #f] #:port [port #f] #:listen-ip [ip "127.0.0.1"]
+                       #:allowed-clients [allowed (getenv "FCGI_WEB_SERVER_ADDRS")]
+                       #:socket-mode [mode #o660] #:socket-owner [owner #f]
+                       #:socket-group [group #f] #:backlog [backlog 1024]
+                       #:on-ready [on-ready void])
+  (serve* (servlet->handler start lim) '(responder) lim listen port ip allowed mode owner
+          group backlog on-ready))
+
+;; serve/fastcgi-raw : (fastcgi-request -> any) keyword-options -> stop procedure
+(define (serve/fastcgi-raw handler #:roles [roles '(responder)] #:limits [lim default-limits]
+                           #:listen [listen #f] #:port [port #f] #:listen-ip [ip "127.0.0.1"]
+                           #:allowed-clients [allowed (getenv "FCGI_WEB_SERVER_ADDRS")]
+                           #:socket-mode [mode #o660] #:socket-owner [owner #f]
+                           #:socket-group [group #f] #:backlog [backlog 1024]
+                           #:on-ready [on-ready void])
+  (serve* handler roles lim listen port ip allowed mode owner group backlog on-ready))
+
+;; serve* : handler roles limits ... -> stop procedure
+(define (serve* handler roles lim listen port ip allowed mode owner group backlog on-ready)
+  (define address (or listen (and port (if (regexp-match? #rx":" ip)
+                                           (format "[~a]:~a" ip port)
+                                           (format "~a:~a" ip port)))))
+  (define l (resolve-listener address #:backlog backlog #:socket-mode mode
+                              #:socket-owner owner #:socket-group group))
+  (define rs (start-server handler l #:roles roles #:limits lim
+                           #:allowed-clients (and allowed (parse-allowed-clients allowed))))
+  (on-ready (running-server-address rs))
+  (running-server-stop rs))

@@ -1,0 +1,374 @@
+#lang racket/base
+;; One connection from a front: a single reader loop that decodes records and routes them
+;; to the live requests (many at once: multiplexing), management answers (GET_VALUES,
+;; UNKNOWN_TYPE), limits, and the handler threads. Knows nothing of HTTP.
+;;
+;; Body flow rule. Each request has its own stdin buffer (limits-stdin-buffer bytes).
+;; While it is the only live request on its connection, a full buffer pauses the reader,
+;; so TCP pushes back on the front and a 1 GiB upload streams through a small buffer.
+;; When other requests are live on the same connection, the reader never waits on one
+;; handler: a request whose buffer overflows is ended at once (END_REQUEST; 503 if it had
+;; sent nothing yet), and the others go on. A handler that reads nothing of a pending body
+;; for read-timeout seconds is ended the same way.
+(require "limits.rkt"
+         "log.rkt"
+         "protocol.rkt"
+         "request.rkt"
+         "wire.rkt")
+(provide serve-connection
+         conn-close!
+         handler-error-status
+         stat-add!)
+
+;; serve-connection : conn (conn -> void) -> void
+;; Runs the reader loop in the calling thread until the connection ends.
+;; shutdown-write: half-closes the socket for a graceful close.
+(define (serve-connection c shutdown-write)
+  (define lim (server-limits (conn-server c)))
+  (define d (make-decoder))
+  (define in (conn-in c))
+  (define begun? #f)
+  (set-conn-on-broken! c abort-all!)
+  (set-conn-deadline! c (+ (now-ms) (* 1000 (limits-first-byte-timeout lim))))
+  (let loop ([served 0])
+    (define rec
+      (with-handlers ([exn:fail:fastcgi:protocol? values])
+        (decoder-next! d)))
+    (cond
+      [(exn? rec) (protocol-close! c (exn-message rec))]
+      [(record? rec)
+       (cond
+         [(conn-closing? c) (loop served)]
+         [else
+          (when (and (not begun?) (eq? (record-type rec) 'begin-request)) (set! begun? #t))
+          (define problem (dispatch! c rec begun? shutdown-write))
+          (if problem
+              (protocol-close! c problem)
+              (loop (add1 served)))])]
+      [else
+       (unless (conn-closing? c) (set-read-deadline! c lim (> (decoder-buffered d) 0) served))
+       (define n (with-handlers ([exn:fail? (λ (e) eof)]) (decoder-read! d in)))
+       (cond
+         [(eof-object? n) (void)]
+         [else (loop served)])]))
+  (conn-broken! c))
+
+;; set-read-deadline! : conn limits boolean natural -> void
+(define (set-read-deadline! c lim partial? served)
+  (define reqs (conn-requests c))
+  (define secs
+    (cond
+      [(or partial? (for/or ([r (in-hash-values reqs)]) (not (request-input-done? r))))
+       (limits-read-timeout lim)]
+      [(> (hash-count reqs) 0) #f]
+      [(zero? served) (limits-first-byte-timeout lim)]
+      [else (limits-idle-timeout lim)]))
+  (set-conn-deadline! c (and secs (+ (now-ms) (* 1000 secs)))))
+
+;; protocol-close! : conn string -> void
+(define (protocol-close! c why)
+  (log-fastcgi-warning "protocol error from ~a: ~a; closing the connection"
+                       (log-escape (conn-peer c)) (log-escape why))
+  (conn-broken! c))
+
+;; abort-all! : conn -> void ; the connection is gone: every live request learns it
+(define (abort-all! c)
+  (for ([r (in-list (hash-values (conn-requests c)))])
+    (request-abort! r))
+  (hash-clear! (conn-requests c)))
+
+;; conn-close! : conn (conn -> void) -> void
+;; Graceful close: no new requests, half-close, then the reader drains what the peer still
+;; sends until EOF or drain-timeout, and closes.
+(define (conn-close! c shutdown-write)
+  (unless (or (conn-closing? c) (conn-broken? c))
+    (set-conn-closing?! c #t)
+    (set-conn-deadline! c (+ (now-ms) (* 1000 (limits-drain-timeout (server-limits (conn-server c))))))
+    (semaphore-wait (conn-lock c))
+    (with-handlers ([exn:fail? void])
+      (flush-output (conn-out c))
+      (shutdown-write c))
+    (semaphore-post (conn-lock c))))
+
+;; send-end-request! : conn natural symbol -> void ; END_REQUEST for a request never made live
+(define (send-end-request! c id status)
+  (conn-send! c (record->bytes 'end-request id (end-request-content 0 status))))
+
+;; dispatch! : conn record boolean (conn -> void) -> (or/c #f string)
+;; Handles one record; a string names a protocol error that closes the connection.
+(define (dispatch! c rec begun? shutdown-write)
+  (define id (record-id rec))
+  (define type (record-type rec))
+  (define content (record-content rec))
+  (define reqs (conn-requests c))
+  (case type
+    [(begin-request) (begin-request! c id content shutdown-write)]
+    [(params stdin data abort-request)
+     (define r (hash-ref reqs id #f))
+     (cond
+       [(not begun?) (format "~a record before any BEGIN_REQUEST" type)]
+       [(not r) #f]                     ; not live: skip (its content is already consumed)
+       [(eq? type 'params) (params! c r content shutdown-write)]
+       [(eq? type 'abort-request)
+        (request-end-now! r 1)
+        (retire! c r shutdown-write)
+        #f]
+       [else (body! c r type content shutdown-write)])]
+    [(get-values)
+     (cond
+       [(zero? id) (get-values! c content)]
+       [else #f])]
+    [else
+     (when (and (exact-integer? type) (zero? id))
+       (conn-send! c (record->bytes 'unknown-type 0 (unknown-type-content type))))
+     #f]))
+
+;; begin-request! : conn natural bytes (conn -> void) -> (or/c #f string)
+(define (begin-request! c id content shutdown-write)
+  (define srv (conn-server c))
+  (define reqs (conn-requests c))
+  (cond
+    [(zero? id) "BEGIN_REQUEST with request id 0"]
+    [(not (= (bytes-length content) 8))
+     (format "BEGIN_REQUEST with content length ~a" (bytes-length content))]
+    [(hash-ref reqs id #f) (format "second BEGIN_REQUEST for live request ~a" id)]
+    [else
+     (define-values (role keep?) (parse-begin-request content))
+     (cond
+       [(not (memq role (server-roles srv)))
+        (log-fastcgi-warning "request ~a from ~a: role ~a not served: UNKNOWN_ROLE"
+                             id (log-escape (conn-peer c)) role)
+        (send-end-request! c id 'unknown-role)
+        (unless keep? (conn-close! c shutdown-write))
+        #f]
+       [(>= (hash-count reqs) (limits-max-requests-per-connection (server-limits srv)))
+        (log-fastcgi-warning "request ~a from ~a: over ~a live requests on one connection: OVERLOADED"
+                             id (log-escape (conn-peer c))
+                             (limits-max-requests-per-connection (server-limits srv)))
+        (stat-add! srv 'overloaded)
+        (send-end-request! c id 'overloaded)
+        #f]
+       [else
+        (hash-set! reqs id (make-fastcgi-request c id role keep?))
+        #f])]))
+
+;; params! : conn request bytes (conn -> void) -> (or/c #f string)
+(define (params! c r content shutdown-write)
+  (define lim (server-limits (conn-server c)))
+  (cond
+    [(not (eq? (fastcgi-request-state r) 'params)) #f]
+    [(positive? (bytes-length content))
+     (define size (+ (fastcgi-request-params-size r) (bytes-length content)))
+     (set-fastcgi-request-params-size! r size)
+     (when (<= size (limits-max-params-bytes lim))
+       (set-fastcgi-request-params-acc! r (cons content (fastcgi-request-params-acc r))))
+     #f]
+    [(> (fastcgi-request-params-size r) (limits-max-params-bytes lim))
+     (reject! c r 431 "Request Header Fields Too Large"
+              (format "params of ~a bytes over the limit of ~a"
+                      (fastcgi-request-params-size r) (limits-max-params-bytes lim))
+              shutdown-write)]
+    [else
+     (define all (apply bytes-append (reverse (fastcgi-request-params-acc r))))
+     (set-fastcgi-request-params-acc! r '())
+     (define pairs
+       (with-handlers ([exn:fail:fastcgi:protocol? values])
+         (parse-pairs all #:max-pairs (limits-max-params-pairs lim))))
+     (cond
+       [(exn? pairs)
+        (define too-many? (regexp-match? #rx"more than" (exn-message pairs)))
+        (reject! c r (if too-many? 431 400)
+                 (if too-many? "Request Header Fields Too Large" "Bad Request")
+                 (exn-message pairs) shutdown-write)]
+       [else
+        (set-fastcgi-request-params! r pairs)
+        (params-done! c r shutdown-write)])]))
+
+;; reject! : conn request natural string string (conn -> void) -> #f
+;; Answers before any handler ran; the request's remaining records are skipped.
+(define (reject! c r code message why shutdown-write)
+  (log-fastcgi-warning "request ~a from ~a: ~a: answered ~a"
+                       (fastcgi-request-id r) (log-escape (conn-peer c)) (log-escape why) code)
+  (stat-add! (conn-server c) (string->symbol (format "rejected-~a" code)))
+  (request-respond-status! r code message)
+  (retire! c r shutdown-write)
+  #f)
+
+;; params-done! : conn request (conn -> void) -> #f ; checks, then starts the handler
+(define (params-done! c r shutdown-write)
+  (define srv (conn-server c))
+  (define lim (server-limits srv))
+  (define declared (parse-length (request-param r #"CONTENT_LENGTH")))
+  (cond
+    [(eq? declared 'bad)
+     (reject! c r 400 "Bad Request" "CONTENT_LENGTH is not a number" shutdown-write)]
+    [(and declared (> declared (limits-max-body lim)))
+     (reject! c r 413 "Content Too Large"
+              (format "CONTENT_LENGTH ~a over the limit of ~a" declared (limits-max-body lim))
+              shutdown-write)]
+    [(or (server-closing? srv)
+         (>= (unbox (server-running srv)) (limits-max-concurrent lim)))
+     (reject! c r 503 "Service Unavailable"
+              (if (server-closing? srv) "server stopping" "over max-concurrent handlers")
+              shutdown-write)]
+    [else
+     (cond
+       [(eq? (fastcgi-request-role r) 'authorizer)
+        (close-output-port (fastcgi-request-stdin-out r))
+        (set-fastcgi-request-state! r 'running)]
+       [else (set-fastcgi-request-state! r 'stdin)])
+     (start-handler! c r shutdown-write)
+     #f]))
+
+;; parse-length : (or/c bytes #f) -> (or/c natural #f 'bad)
+(define (parse-length v)
+  (cond
+    [(or (not v) (zero? (bytes-length v))) #f]
+    [(regexp-match? #px#"^[0-9]{1,18}$" v) (string->number (bytes->string/latin-1 v))]
+    [else 'bad]))
+
+;; body! : conn request symbol bytes (conn -> void) -> (or/c #f string)
+;; One STDIN or DATA record for a live request.
+(define (body! c r type content shutdown-write)
+  (define state (fastcgi-request-state r))
+  (define lim (server-limits (conn-server c)))
+  (define data? (eq? type 'data))
+  (cond
+    [(eq? state 'params) (format "~a for request ~a before its PARAMS ended" type (fastcgi-request-id r))]
+    [(not (eq? state (if data? 'data 'stdin))) #f]   ; a stream already ended: skip
+    [(zero? (bytes-length content))
+     (close-output-port (if data? (fastcgi-request-data-out r) (fastcgi-request-stdin-out r)))
+     (set-fastcgi-request-state! r (if (and (not data?) (eq? (fastcgi-request-role r) 'filter)) 'data 'running))
+     #f]
+    [(fastcgi-request-rejected r) #f]
+    [else
+     (define total (+ (bytes-length content)
+                      (if data? (fastcgi-request-data-bytes r) (fastcgi-request-body-bytes r))))
+     (define cap
+       (let ([declared (parse-length (request-param r (if data? #"FCGI_DATA_LENGTH" #"CONTENT_LENGTH")))])
+         (if (exact-integer? declared) (min declared (limits-max-body lim)) (limits-max-body lim))))
+     (if data? (set-fastcgi-request-data-bytes! r total) (set-fastcgi-request-body-bytes! r total))
+     (cond
+       [(> total cap)
+        (log-fastcgi-warning "request ~a from ~a: ~a over ~a bytes: answered 413"
+                             (fastcgi-request-id r) (log-escape (conn-peer c)) type cap)
+        (set-fastcgi-request-rejected! r cap)
+        (close-output-port (if data? (fastcgi-request-data-out r) (fastcgi-request-stdin-out r)))]
+       [else (feed! c r (if data? (fastcgi-request-data-out r) (fastcgi-request-stdin-out r))
+                    content lim shutdown-write)])
+     #f]))
+
+;; feed! : conn request output-port bytes limits (conn -> void) -> void
+;; Queue body bytes for the handler under the body flow rule (see the top of this file).
+(define (feed! c r out content lim shutdown-write)
+  (define len (bytes-length content))
+  (let loop ([i (with-handlers ([exn:fail? (λ (e) len)]) (write-bytes-avail* content out))])
+    (when (< i len)
+      (cond
+        [(> (hash-count (conn-requests c)) 1)
+         (log-fastcgi-warning "request ~a from ~a: handler ~a bytes behind on a multiplexed connection: ended"
+                              (fastcgi-request-id r) (log-escape (conn-peer c)) (limits-stdin-buffer lim))
+         (end-stalled! c r shutdown-write)]
+        [else
+         (define ready (sync/timeout (limits-read-timeout lim) out (fastcgi-request-abort-evt r)))
+         (cond
+           [(not ready)
+            (log-fastcgi-warning "request ~a from ~a: handler read none of its body for ~a s: ended"
+                                 (fastcgi-request-id r) (log-escape (conn-peer c)) (limits-read-timeout lim))
+            (end-stalled! c r shutdown-write)]
+           [(eq? ready out)
+            (loop (+ i (with-handlers ([exn:fail? (λ (e) (- len i))])
+                         (write-bytes-avail* content out i len))))]
+           [else (void)])]))))
+
+;; end-stalled! : conn request (conn -> void) -> void
+(define (end-stalled! c r shutdown-write)
+  (request-end-now! r 1)
+  (retire! c r shutdown-write))
+
+;; get-values! : conn bytes -> (or/c #f string)
+(define (get-values! c content)
+  (define lim (server-limits (conn-server c)))
+  (define asked
+    (with-handlers ([exn:fail:fastcgi:protocol? values])
+      (parse-pairs content #:max-pairs 64)))
+  (cond
+    [(exn? asked) (exn-message asked)]
+    [else
+     (define known
+       (hash #"FCGI_MAX_CONNS" (limits-max-connections lim)
+             #"FCGI_MAX_REQS" (limits-max-concurrent lim)
+             #"FCGI_MPXS_CONNS" 1))
+     (define answer
+       (for*/fold ([acc '()] #:result (reverse acc))
+                  ([p (in-list asked)]
+                   [v (in-value (hash-ref known (car p) #f))]
+                   #:when (and v (not (assoc (car p) acc))))
+         (cons (cons (car p) (string->bytes/utf-8 (number->string v))) acc)))
+     (conn-send! c (record->bytes 'get-values-result 0 (pairs->bytes answer)))
+     #f]))
+
+;; ---------------------------------------------------------------------------------------
+;; Handlers.
+
+;; start-handler! : conn request (conn -> void) -> void
+(define (start-handler! c r shutdown-write)
+  (define srv (conn-server c))
+  (define handler (server-handler srv))
+  (counter-add! (server-running srv) 1)
+  (stat-add! srv 'requests)
+  (thread
+   (λ ()
+     (current-error-port (fastcgi-request-stderr r))
+     (with-handlers ([(λ (e) #t) (λ (e) (handler-failed! c r e))])
+       (handler r)
+       (flush-output (fastcgi-request-stdout r))
+       (request-finish! r 0 'request-complete))
+     (counter-add! (server-running srv) -1)
+     (retire! c r shutdown-write)
+     (log-access c r))))
+
+;; handler-error-status : any -> (values natural string)
+;; The answer for a handler that raised v.
+(define (handler-error-status v)
+  (cond
+    [(exn:fail:fastcgi:body? v) (values 413 "Content Too Large")]
+    [(exn:break? v) (values 503 "Service Unavailable")]
+    [else (values 500 "Internal Server Error")]))
+
+;; handler-failed! : conn request any -> void
+(define (handler-failed! c r v)
+  (unless (or (exn:fail:fastcgi:aborted? v) (eq? (fastcgi-request-state r) 'done))
+    (define-values (code message) (handler-error-status v))
+    (unless (= code 413)
+      (stat-add! (conn-server c) 'handler-errors)
+      (log-fastcgi-error "request ~a from ~a ~a: handler raised: ~a"
+                         (fastcgi-request-id r) (log-escape (conn-peer c))
+                         (log-escape (or (request-param r #"REQUEST_URI") #""))
+                         (log-escape (if (exn? v) (exn-message v) (format "~e" v)))))
+    (request-respond-status! r code message)))
+
+;; retire! : conn request (conn -> void) -> void
+;; The request has ended: free its id; close the connection if the front asked for that.
+(define (retire! c r shutdown-write)
+  (define reqs (conn-requests c))
+  (define id (fastcgi-request-id r))
+  (when (eq? (hash-ref reqs id #f) r) (hash-remove! reqs id))
+  (when (or (not (fastcgi-request-keep-conn? r))
+            (and (server-closing? (conn-server c)) (zero? (hash-count reqs))))
+    (conn-close! c shutdown-write)))
+
+;; log-access : conn request -> void
+(define (log-access c r)
+  (when (log-level? fastcgi-logger 'info 'fastcgi)
+    (log-fastcgi-info "access ~a ~a ~a ~a ~a ~ams"
+                      (log-escape (conn-peer c))
+                      (log-escape (or (request-param r #"REQUEST_METHOD") #"-"))
+                      (log-escape (or (request-param r #"REQUEST_URI") #"-"))
+                      (or (fastcgi-request-status r) "-")
+                      (fastcgi-request-bytes-out r)
+                      (inexact->exact (round (- (now-ms) (fastcgi-request-start-ms r)))))))
+
+;; stat-add! : server symbol -> void
+(define (stat-add! srv key)
+  (hash-update! (server-stats srv) key add1 0))

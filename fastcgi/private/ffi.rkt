@@ -1,0 +1,158 @@
+#lang racket/base
+;; Raw libc bindings for sockets, Linux x86_64 only: constants are hard-coded and socket
+;; addresses are laid out by hand in byte strings. Every call that can fail saves errno.
+(require ffi/unsafe
+         racket/string)
+(provide AF_UNIX AF_INET AF_INET6 SOCK_STREAM SOCK_NONBLOCK SOCK_CLOEXEC
+         SOL_SOCKET SO_REUSEADDR SO_ACCEPTCONN IPPROTO_TCP TCP_NODELAY
+         IPPROTO_IPV6 IPV6_V6ONLY SHUT_WR
+         EINTR EAGAIN ENFILE EMFILE ENOBUFS ENOMEM EPROTO ECONNABORTED ECONNREFUSED
+         SUN_PATH_MAX
+         c-socket c-bind c-listen c-accept4 c-connect c-shutdown c-close
+         c-setsockopt c-getsockopt c-getsockname
+         c-unlink c-chmod c-chown c-umask c-getpid
+         set-nonblocking!
+         errno-message setsockopt-int getsockopt-int
+         uid-of-user gid-of-group
+         ip->bytes bytes->ip
+         make-sockaddr-in make-sockaddr-un sockaddr-family sockaddr->ip+port
+         SOCKADDR_MAX)
+
+(define AF_UNIX 1)
+(define AF_INET 2)
+(define AF_INET6 10)
+(define SOCK_STREAM 1)
+(define SOCK_NONBLOCK #o4000)
+(define SOCK_CLOEXEC #o2000000)
+(define SOL_SOCKET 1)
+(define SO_REUSEADDR 2)
+(define SO_ACCEPTCONN 30)
+(define IPPROTO_TCP 6)
+(define TCP_NODELAY 1)
+(define IPPROTO_IPV6 41)
+(define IPV6_V6ONLY 26)
+(define SHUT_WR 1)
+(define F_GETFL 3)
+(define F_SETFL 4)
+(define O_NONBLOCK #o4000)
+
+(define EINTR 4)
+(define EAGAIN 11)
+(define ENOMEM 12)
+(define ENFILE 23)
+(define EMFILE 24)
+(define EPROTO 71)
+(define ENOBUFS 105)
+(define ECONNABORTED 103)
+(define ECONNREFUSED 111)
+
+(define SUN_PATH_MAX 107)   ; sun_path is 108 bytes including the terminating NUL
+(define SOCKADDR_MAX 128)   ; sizeof(struct sockaddr_storage)
+
+(define-syntax-rule (define-libc name c-name type ...)
+  (define name (get-ffi-obj c-name #f (_fun #:save-errno 'posix type ...))))
+
+(define-libc c-socket "socket" _int _int _int -> _int)
+(define-libc c-bind "bind" _int _bytes _int -> _int)
+(define-libc c-listen "listen" _int _int -> _int)
+(define-libc c-accept4 "accept4" _int _bytes _bytes _int -> _int)
+(define-libc c-connect "connect" _int _bytes _int -> _int)
+(define-libc c-shutdown "shutdown" _int _int -> _int)
+(define-libc c-close "close" _int -> _int)
+(define-libc c-setsockopt "setsockopt" _int _int _int _bytes _int -> _int)
+(define-libc c-getsockopt "getsockopt" _int _int _int _bytes _bytes -> _int)
+(define-libc c-getsockname "getsockname" _int _bytes _bytes -> _int)
+(define-libc c-unlink "unlink" _path -> _int)
+(define-libc c-chmod "chmod" _path _int -> _int)
+(define-libc c-chown "chown" _path _int _int -> _int)
+(define-libc c-umask "umask" _int -> _int)
+(define-libc c-getpid "getpid" -> _int)
+(define-libc c-fcntl "fcntl" #:varargs-after 2 _int _int _int -> _int)
+(define-libc c-inet-pton "inet_pton" _int _bytes _bytes -> _int)
+(define-libc c-inet-ntop "inet_ntop" _int _bytes _bytes _int -> _pointer)
+(define-libc c-getpwnam "getpwnam" _bytes -> _pointer)
+(define-libc c-getgrnam "getgrnam" _bytes -> _pointer)
+(define c-strerror (get-ffi-obj "strerror" #f (_fun _int -> _string/utf-8)))
+
+;; errno-message : exact-integer -> string
+;; "Permission denied (errno 13)".
+(define (errno-message errno)
+  (format "~a (errno ~a)" (c-strerror errno) errno))
+
+;; set-nonblocking! : fd -> (or/c #t errno)
+(define (set-nonblocking! fd)
+  (define flags (c-fcntl fd F_GETFL 0))
+  (cond [(< flags 0) (saved-errno)]
+        [(< (c-fcntl fd F_SETFL (bitwise-ior flags O_NONBLOCK)) 0) (saved-errno)]
+        [else #t]))
+
+;; setsockopt-int : fd level option int -> (or/c #t errno)
+(define (setsockopt-int fd level option value)
+  (if (< (c-setsockopt fd level option (integer->integer-bytes value 4 #t) 4) 0)
+      (saved-errno)
+      #t))
+
+;; getsockopt-int : fd level option -> (or/c exact-integer #f)
+;; #f when the call fails (not a socket, bad fd, unknown option).
+(define (getsockopt-int fd level option)
+  (define buf (make-bytes 4 0))
+  (and (= 0 (c-getsockopt fd level option buf (integer->integer-bytes 4 4 #f)))
+       (integer-bytes->integer buf #t)))
+
+;; uid-of-user : string -> (or/c exact-nonnegative-integer #f)
+;; pw_uid sits after two pointers in glibc's struct passwd, as gr_gid does in struct group.
+(define (uid-of-user name)
+  (define p (c-getpwnam (bytes-append (string->bytes/utf-8 name) #"\0")))
+  (and p (ptr-ref p _uint32 'abs 16)))
+
+;; gid-of-group : string -> (or/c exact-nonnegative-integer #f)
+(define (gid-of-group name)
+  (define p (c-getgrnam (bytes-append (string->bytes/utf-8 name) #"\0")))
+  (and p (ptr-ref p _uint32 'abs 16)))
+
+;; ip->bytes : string -> (or/c bytes #f)
+;; The 4- or 16-byte network form of a numeric IPv4 or IPv6 address, #f if it is neither.
+(define (ip->bytes str)
+  (define c-str (bytes-append (string->bytes/utf-8 str) #"\0"))
+  (for/or ([af (list AF_INET AF_INET6)]
+           [size '(4 16)])
+    (define buf (make-bytes size 0))
+    (and (not (string-contains? str "\0"))
+         (= 1 (c-inet-pton af c-str buf))
+         buf)))
+
+;; bytes->ip : bytes -> string
+;; Canonical text of a 4- or 16-byte address (inet_ntop compresses IPv6 zeros).
+(define (bytes->ip addr)
+  (define out (make-bytes 64 0))
+  (c-inet-ntop (if (= 4 (bytes-length addr)) AF_INET AF_INET6) addr out 64)
+  (bytes->string/utf-8 (car (regexp-match #rx#"^[^\0]*" out))))
+
+;; make-sockaddr-in : bytes port -> bytes
+;; struct sockaddr_in (16 bytes) for a 4-byte address, sockaddr_in6 (28 bytes) for 16 bytes.
+(define (make-sockaddr-in addr port)
+  (define v4? (= 4 (bytes-length addr)))
+  (define sa (make-bytes (if v4? 16 28) 0))
+  (integer->integer-bytes (if v4? AF_INET AF_INET6) 2 #f #f sa 0)
+  (integer->integer-bytes port 2 #f #t sa 2)
+  (bytes-copy! sa (if v4? 4 8) addr)
+  sa)
+
+;; make-sockaddr-un : bytes -> bytes
+;; struct sockaddr_un (110 bytes); the path must be at most SUN_PATH_MAX bytes.
+(define (make-sockaddr-un path)
+  (define sa (make-bytes 110 0))
+  (integer->integer-bytes AF_UNIX 2 #f #f sa 0)
+  (bytes-copy! sa 2 path)
+  sa)
+
+;; sockaddr-family : bytes -> exact-integer
+(define (sockaddr-family sa)
+  (integer-bytes->integer sa #f #f 0 2))
+
+;; sockaddr->ip+port : bytes -> (values bytes port)
+;; Address bytes and port of an AF_INET or AF_INET6 socket address.
+(define (sockaddr->ip+port sa)
+  (if (= AF_INET (sockaddr-family sa))
+      (values (subbytes sa 4 8) (integer-bytes->integer sa #f #t 2 4))
+      (values (subbytes sa 8 24) (integer-bytes->integer sa #f #t 2 4))))

@@ -1,0 +1,288 @@
+#lang racket/base
+;; The FastCGI 1.0 codec: record headers, content and padding, name-value pairs.
+;; Pure over byte strings and ports; knows nothing of sockets, threads or HTTP.
+;; Wire numbers become symbols here and nowhere else.
+;;
+;; Every length read from the wire is untrusted: it is checked against what is actually
+;; present before anything is allocated, and no arithmetic is done in 16 or 32 bits
+;; (Racket integers do not wrap).
+(require racket/list)
+(provide (struct-out exn:fail:fastcgi)
+         (struct-out exn:fail:fastcgi:protocol)
+         raise-protocol-error
+         (struct-out record)
+         fcgi-version max-content-length
+         type->symbol symbol->type
+         role->symbol symbol->role
+         protocol-status->symbol symbol->protocol-status
+         management-type?
+         ;; decoding
+         make-decoder decoder? decoder-read! decoder-next! decoder-feed! decoder-buffered
+         parse-begin-request parse-end-request parse-unknown-type
+         parse-pairs
+         ;; encoding
+         record-header padding-for
+         record->bytes write-record write-stream
+         begin-request-content end-request-content unknown-type-content
+         pairs->bytes)
+
+(struct exn:fail:fastcgi exn:fail ())
+(struct exn:fail:fastcgi:protocol exn:fail:fastcgi ())
+
+;; raise-protocol-error : symbol string any ... -> none
+(define (raise-protocol-error who fmt . args)
+  (raise (exn:fail:fastcgi:protocol
+          (string-append (symbol->string who) ": " (apply format fmt args))
+          (current-continuation-marks))))
+
+(define fcgi-version 1)
+(define max-content-length 65535)
+(define max-padding-length 255)
+(define header-length 8)
+
+;; A decoded record. type: a symbol for the 11 known types, the number otherwise.
+(struct record (type id content) #:transparent)
+
+(define type-names
+  '#(#f begin-request abort-request end-request params stdin stdout stderr data
+        get-values get-values-result unknown-type))
+
+;; type->symbol : byte -> (or/c symbol? byte?)
+(define (type->symbol n)
+  (if (and (>= n 1) (<= n 11)) (vector-ref type-names n) n))
+
+;; symbol->type : (or/c symbol? byte?) -> byte
+(define (symbol->type s)
+  (cond [(exact-integer? s) s]
+        [else (case s
+                [(begin-request) 1] [(abort-request) 2] [(end-request) 3] [(params) 4]
+                [(stdin) 5] [(stdout) 6] [(stderr) 7] [(data) 8] [(get-values) 9]
+                [(get-values-result) 10] [(unknown-type) 11]
+                [else (raise-argument-error 'symbol->type "record type" s)])]))
+
+;; management-type? : (or/c symbol? byte?) -> boolean
+;; Types that the spec defines for request id 0; any unknown type is treated as one too.
+(define (management-type? t)
+  (or (exact-integer? t) (memq t '(get-values get-values-result unknown-type)) #f))
+
+;; role->symbol : integer -> (or/c 'responder 'authorizer 'filter integer?)
+(define (role->symbol n)
+  (case n [(1) 'responder] [(2) 'authorizer] [(3) 'filter] [else n]))
+;; symbol->role : symbol -> integer
+(define (symbol->role s)
+  (case s [(responder) 1] [(authorizer) 2] [(filter) 3]
+    [else (if (exact-integer? s) s (raise-argument-error 'symbol->role "role" s))]))
+
+;; protocol-status->symbol : byte -> (or/c symbol? byte?)
+(define (protocol-status->symbol n)
+  (case n [(0) 'request-complete] [(1) 'cant-mpx-conn] [(2) 'overloaded] [(3) 'unknown-role]
+    [else n]))
+;; symbol->protocol-status : symbol -> byte
+(define (symbol->protocol-status s)
+  (case s [(request-complete) 0] [(cant-mpx-conn) 1] [(overloaded) 2] [(unknown-role) 3]
+    [else (raise-argument-error 'symbol->protocol-status "protocol status" s)]))
+
+;; ---------------------------------------------------------------------------------------
+;; Decoding. A decoder owns one buffer large enough for the largest record
+;; (8 + 65535 + 255 bytes); it reads as much as the port has into the free space and
+;; hands out complete records, so one read usually yields many records.
+
+(define buffer-size (* 2 (+ header-length max-content-length max-padding-length)))
+
+(struct decoder ([buf #:mutable] [start #:mutable] [end #:mutable]))
+
+;; make-decoder : -> decoder
+(define (make-decoder) (decoder (make-bytes buffer-size) 0 0))
+
+;; decoder-buffered : decoder -> natural ; bytes received and not yet decoded
+(define (decoder-buffered d) (- (decoder-end d) (decoder-start d)))
+
+;; compact! : decoder -> void ; move pending bytes to the front of the buffer
+(define (compact! d)
+  (define s (decoder-start d))
+  (unless (zero? s)
+    (define e (decoder-end d))
+    (bytes-copy! (decoder-buf d) 0 (decoder-buf d) s e)
+    (set-decoder-start! d 0)
+    (set-decoder-end! d (- e s))))
+
+;; decoder-read! : decoder input-port -> (or/c natural eof)
+;; One read of whatever the port has (at least one byte, blocking) into the free space.
+(define (decoder-read! d in)
+  (when (> (decoder-end d) (- buffer-size (+ header-length max-content-length max-padding-length)))
+    (compact! d))
+  (define n (read-bytes-avail! (decoder-buf d) in (decoder-end d) buffer-size))
+  (when (exact-integer? n) (set-decoder-end! d (+ (decoder-end d) n)))
+  n)
+
+;; decoder-feed! : decoder bytes -> void ; for tests and clients fed from elsewhere
+(define (decoder-feed! d bs)
+  (let loop ([i 0])
+    (when (< i (bytes-length bs))
+      (compact! d)
+      (define room (- buffer-size (decoder-end d)))
+      (when (zero? room) (raise-protocol-error 'decoder-feed! "decoder buffer full"))
+      (define n (min room (- (bytes-length bs) i)))
+      (bytes-copy! (decoder-buf d) (decoder-end d) bs i (+ i n))
+      (set-decoder-end! d (+ (decoder-end d) n))
+      (loop (+ i n)))))
+
+;; decoder-next! : decoder -> (or/c record #f)
+;; The next complete record, or #f when more bytes are needed.
+;; Raises exn:fail:fastcgi:protocol on a version other than 1.
+(define (decoder-next! d)
+  (define buf (decoder-buf d))
+  (define s (decoder-start d))
+  (define avail (- (decoder-end d) s))
+  (cond
+    [(< avail header-length) #f]
+    [else
+     (define version (bytes-ref buf s))
+     (unless (eqv? version fcgi-version)
+       (raise-protocol-error 'decoder "unsupported version ~a" version))
+     (define clen (+ (* 256 (bytes-ref buf (+ s 4))) (bytes-ref buf (+ s 5))))
+     (define total (+ header-length clen (bytes-ref buf (+ s 6))))
+     (cond
+       [(< avail total) #f]
+       [else
+        (set-decoder-start! d (+ s total))
+        (when (= (decoder-start d) (decoder-end d))
+          (set-decoder-start! d 0)
+          (set-decoder-end! d 0))
+        (record (type->symbol (bytes-ref buf (+ s 1)))
+                (+ (* 256 (bytes-ref buf (+ s 2))) (bytes-ref buf (+ s 3)))
+                (subbytes buf (+ s header-length) (+ s header-length clen)))])]))
+
+;; parse-begin-request : bytes -> (values role keep-conn?)
+;; role is a symbol for the three known roles, the number otherwise.
+(define (parse-begin-request content)
+  (unless (= (bytes-length content) 8)
+    (raise-protocol-error 'begin-request "content length ~a, expected 8" (bytes-length content)))
+  (values (role->symbol (+ (* 256 (bytes-ref content 0)) (bytes-ref content 1)))
+          (odd? (bytes-ref content 2))))
+
+;; parse-end-request : bytes -> (values app-status protocol-status)
+(define (parse-end-request content)
+  (unless (= (bytes-length content) 8)
+    (raise-protocol-error 'end-request "content length ~a, expected 8" (bytes-length content)))
+  (values (integer-bytes->integer content #f #t 0 4)
+          (protocol-status->symbol (bytes-ref content 4))))
+
+;; parse-unknown-type : bytes -> (or/c symbol? byte?)
+(define (parse-unknown-type content)
+  (unless (= (bytes-length content) 8)
+    (raise-protocol-error 'unknown-type "content length ~a, expected 8" (bytes-length content)))
+  (type->symbol (bytes-ref content 0)))
+
+;; read-length : bytes natural natural -> (values natural natural)
+;; One pair length at i: 1 byte below 128, else 4 bytes with the top bit as the marker.
+(define (read-length bs i end)
+  (cond
+    [(>= i end) (raise-protocol-error 'params "truncated name-value length")]
+    [(< (bytes-ref bs i) 128) (values (bytes-ref bs i) (+ i 1))]
+    [(> (+ i 4) end) (raise-protocol-error 'params "truncated 4-byte name-value length")]
+    [else (values (+ (* (bitwise-and (bytes-ref bs i) #x7f) 16777216)
+                     (* (bytes-ref bs (+ i 1)) 65536)
+                     (* (bytes-ref bs (+ i 2)) 256)
+                     (bytes-ref bs (+ i 3)))
+                  (+ i 4))]))
+
+;; parse-pairs : bytes [natural natural] #:max-pairs natural -> (listof (cons bytes bytes))
+;; The whole stream must be present. A declared length larger than what remains raises
+;; before anything is allocated; so does a pair count over max-pairs. Order is kept.
+(define (parse-pairs bs [start 0] [end (bytes-length bs)] #:max-pairs [max-pairs +inf.0])
+  (let loop ([i start] [acc '()] [count 0])
+    (cond
+      [(= i end) (reverse acc)]
+      [(>= count max-pairs)
+       (raise-protocol-error 'params "more than ~a name-value pairs" max-pairs)]
+      [else
+       (define-values (nlen i1) (read-length bs i end))
+       (define-values (vlen i2) (read-length bs i1 end))
+       (when (> (+ i2 nlen vlen) end)
+         (raise-protocol-error 'params "pair lengths ~a+~a exceed the ~a bytes left"
+                               nlen vlen (- end i2)))
+       (loop (+ i2 nlen vlen)
+             (cons (cons (subbytes bs i2 (+ i2 nlen)) (subbytes bs (+ i2 nlen) (+ i2 nlen vlen)))
+                   acc)
+             (add1 count))])))
+
+;; ---------------------------------------------------------------------------------------
+;; Encoding.
+
+;; padding-for : natural -> natural ; pad records to a multiple of 8 bytes
+(define (padding-for len) (bitwise-and (- 8 (bitwise-and len 7)) 7))
+
+(define zero-padding (make-bytes 8 0))
+
+;; record-header : (or/c symbol? byte?) natural natural [natural] -> bytes
+(define (record-header type id len [pad (padding-for len)])
+  (bytes fcgi-version (symbol->type type)
+         (quotient id 256) (bitwise-and id 255)
+         (quotient len 256) (bitwise-and len 255)
+         pad 0))
+
+;; record->bytes : type natural bytes -> bytes ; one record, content at most 65535 bytes
+(define (record->bytes type id content)
+  (define len (bytes-length content))
+  (when (> len max-content-length)
+    (raise-argument-error 'record->bytes "content of at most 65535 bytes" content))
+  (define pad (padding-for len))
+  (bytes-append (record-header type id len pad) content (subbytes zero-padding 0 pad)))
+
+;; write-record : type natural bytes output-port [natural natural] -> void
+;; Writes content[start,end) as one record (at most 65535 bytes), padded to 8.
+(define (write-record type id content out [start 0] [end (bytes-length content)])
+  (define len (- end start))
+  (define pad (padding-for len))
+  (write-bytes (record-header type id len pad) out)
+  (write-bytes content out start end)
+  (write-bytes zero-padding out 0 pad)
+  (void))
+
+;; write-stream : type natural bytes output-port #:end? boolean -> void
+;; A whole stream: as many records as needed (65528 bytes each keeps 8-byte alignment),
+;; then, when end?, the empty record that closes the stream.
+(define (write-stream type id content out #:end? [end? #t])
+  (define len (bytes-length content))
+  (let loop ([i 0])
+    (when (< i len)
+      (define j (min len (+ i 65528)))
+      (write-record type id content out i j)
+      (loop j)))
+  (when end? (write-bytes (record-header type id 0 0) out))
+  (void))
+
+;; begin-request-content : (or/c symbol? natural) boolean -> bytes
+(define (begin-request-content role keep-conn?)
+  (define r (symbol->role role))
+  (bytes (quotient r 256) (bitwise-and r 255) (if keep-conn? 1 0) 0 0 0 0 0))
+
+;; end-request-content : natural symbol -> bytes
+(define (end-request-content app-status protocol-status)
+  (define s (bitwise-and app-status #xffffffff))
+  (bytes (arithmetic-shift s -24) (bitwise-and (arithmetic-shift s -16) 255)
+         (bitwise-and (arithmetic-shift s -8) 255) (bitwise-and s 255)
+         (symbol->protocol-status protocol-status) 0 0 0))
+
+;; unknown-type-content : (or/c symbol? byte?) -> bytes
+(define (unknown-type-content type) (bytes (symbol->type type) 0 0 0 0 0 0 0))
+
+;; length-bytes : natural -> bytes
+(define (length-bytes n)
+  (cond [(< n 128) (bytes n)]
+        [(<= n #x7fffffff) (bytes (bitwise-ior #x80 (arithmetic-shift n -24))
+                                  (bitwise-and (arithmetic-shift n -16) 255)
+                                  (bitwise-and (arithmetic-shift n -8) 255)
+                                  (bitwise-and n 255))]
+        [else (raise-argument-error 'pairs->bytes "length below 2^31" n)]))
+
+;; pairs->bytes : (listof (cons (or/c bytes string) (or/c bytes string))) -> bytes
+(define (pairs->bytes pairs)
+  (define (->b v) (if (string? v) (string->bytes/utf-8 v) v))
+  (apply bytes-append
+         (append*
+          (for/list ([p (in-list pairs)])
+            (define n (->b (car p)))
+            (define v (->b (cdr p)))
+            (list (length-bytes (bytes-length n)) (length-bytes (bytes-length v)) n v)))))

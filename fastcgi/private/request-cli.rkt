@@ -1,0 +1,221 @@
+#lang racket/base
+;; `raco fastcgi request`: send a request (or a batch of them) to a FastCGI application and
+;; print the answer; cgi-fcgi with HTTP-style options. Exit code: 0 for a status below 400,
+;; 1 for 400 and above or a protocol status other than request-complete, 2 for usage and
+;; connection errors (one line on stderr).
+(require racket/cmdline
+         racket/port
+         (submod "../client.rkt" private)
+         "../client.rkt"
+         "protocol.rkt")
+
+(provide request-command)
+
+(define program "raco fastcgi request")
+
+;; The parsed command line. body, filter-data: #f, a path, or bytes (stdin, read once).
+(struct options (address uri method headers body params role filter-data keep-conn?
+                         get-values? repeat concurrent output timeout))
+
+;; request-command : (vectorof string) -> none ; runs the command, then exits with its code
+(define (request-command argv)
+  (exit (with-handlers ([exn:fail? (λ (e) (report (exn-message e)) 2)])
+          (run (parse-options argv)))))
+
+;; report : string -> void ; the first line of a message on stderr, named by the program
+(define (report msg)
+  (define line (car (regexp-split #rx"\n" msg)))
+  (eprintf "~a\n" (if (regexp-match? (regexp (string-append "^" program ": ")) line)
+                      line
+                      (string-append program ": " line))))
+
+;; usage-error : string any ... -> none
+(define (usage-error fmt . args)
+  (raise-user-error (string->symbol program) (apply format fmt args)))
+
+;; parse-options : (vectorof string) -> options
+(define (parse-options argv)
+  (define method #f)
+  (define headers '())
+  (define body #f)
+  (define params '())
+  (define role 'responder)
+  (define filter-data #f)
+  (define keep-conn? #t)
+  (define get-values? #f)
+  (define repeat #f)
+  (define concurrent #f)
+  (define output 'body)
+  (define timeout 30)
+  (define (positive-integer flag s)
+    (define n (string->number s))
+    (unless (exact-positive-integer? n) (usage-error "~a expects a positive integer, given ~s" flag s))
+    n)
+  (define-values (address uri)
+    (command-line
+     #:program program
+     #:argv argv
+     #:once-each
+     [("--method") m "HTTP method (default GET, or POST when a body is given)" (set! method m)]
+     #:multi
+     [("-H" "--header") h "Add the request header \"Name: value\" (sent as HTTP_NAME)"
+      (define m (regexp-match #rx"^([^: \t]+)[ \t]*:[ \t]*(.*)$" h))
+      (unless m (usage-error "--header expects \"Name: value\", given ~s" h))
+      (set! headers (append headers (list (cons (cadr m) (caddr m)))))]
+     [("-p" "--param") nv "Add or override the raw FastCGI param NAME=VALUE"
+      (define m (regexp-match #rx"^([^=]+)=(.*)$" nv))
+      (unless m (usage-error "--param expects NAME=VALUE, given ~s" nv))
+      (set! params (append params (list (cons (cadr m) (caddr m)))))]
+     #:once-any
+     [("-d" "--data-file") file "Send the body from <file> (- for stdin)"
+      (set! body (if (equal? file "-") 'stdin (string->path file)))]
+     [("--stdin") "Send the body from stdin" (set! body 'stdin)]
+     #:once-each
+     [("--role") r "responder, authorizer or filter (default responder)"
+      (set! role (case r
+                   [("responder" "authorizer" "filter") (string->symbol r)]
+                   [else (usage-error "--role expects responder, authorizer or filter, given ~s"
+                                      r)]))]
+     [("--filter-data") file "Send <file> as the DATA stream (filter role)"
+      (set! filter-data (string->path file))]
+     [("--no-keep-conn") "Let the application close the connection after the reply"
+      (set! keep-conn? #f)]
+     [("--get-values") "Print FCGI_MAX_CONNS, FCGI_MAX_REQS, FCGI_MPXS_CONNS as NAME=VALUE"
+      (set! get-values? #t)]
+     [("--repeat") n "Send <n> requests on one connection, a summary line for each"
+      (set! repeat (positive-integer "--repeat" n))]
+     [("--concurrent") n "Keep up to <n> requests in flight, multiplexed (--repeat defaults to <n>)"
+      (set! concurrent (positive-integer "--concurrent" n))]
+     #:once-any
+     [("--raw") "Print the CGI output as received, headers included" (set! output 'raw)]
+     [("-i" "--include") "Print the status line and headers, then the body"
+      (set! output 'include)]
+     #:once-each
+     [("--timeout") secs "Seconds to wait to connect and for each reply (default 30)"
+      (define n (string->number secs))
+      (unless (and (real? n) (positive? n)) (usage-error "--timeout expects seconds, given ~s" secs))
+      (set! timeout n)]
+     #:args (address [uri "/"])
+     (values address uri)))
+  (define total (or repeat concurrent 1))
+  (when (and (not keep-conn?) (> total 1))
+    (usage-error "--no-keep-conn cannot be combined with --repeat or --concurrent"))
+  (options address uri (or method (if body "POST" "GET")) headers
+           (if (eq? body 'stdin) (port->bytes (current-input-port)) body)
+           params role filter-data keep-conn? get-values? total (min total (or concurrent 1))
+           output timeout))
+
+;; run : options -> natural ; the exit code
+(define (run o)
+  (define c (fastcgi-connect (options-address o) #:timeout (options-timeout o)))
+  (dynamic-wind
+   void
+   (λ ()
+     (cond
+       [(options-get-values? o)
+        (for ([p (in-list (fastcgi-get-values c '("FCGI_MAX_CONNS" "FCGI_MAX_REQS" "FCGI_MPXS_CONNS")
+                                              #:timeout (options-timeout o)))])
+          (printf "~a=~a\n" (car p) (cdr p)))
+        0]
+       [(= 1 (options-repeat o)) (run-one c o)]
+       [else (run-batch c o)]))
+   (λ () (fcgi-client-close c))))
+
+;; source-length : (or/c #f path bytes) -> natural
+(define (source-length src)
+  (cond [(not src) 0] [(bytes? src) (bytes-length src)] [else (file-size src)]))
+
+;; call-evt : fcgi-client options -> (values evt (-> void))
+;; Starts one request; the thunk closes the files it opened once the reply is in.
+(define (call-evt c o)
+  (define (open src) (if (path? src) (open-input-file src) (or src #"")))
+  (define body (open (options-body o)))
+  (define data (and (options-filter-data o) (open (options-filter-data o))))
+  (define len (source-length (options-body o)))
+  (define base (cgi-params (options-method o) (options-uri o) (options-headers o)
+                           (and (> len 0) len) '()))
+  (define params
+    (append
+     (case (options-role o)
+       [(authorizer) (filter (λ (p) (not (member (car p) '("CONTENT_LENGTH" "PATH_INFO"
+                                                            "PATH_TRANSLATED" "SCRIPT_NAME"))))
+                             base)]
+       [else base])
+     (if data
+         `(("FCGI_DATA_LENGTH" . ,(number->string (source-length (options-filter-data o))))
+           ("FCGI_DATA_LAST_MOD" . ,(number->string (file-or-directory-modify-seconds
+                                                      (options-filter-data o)))))
+         '())))
+  (values (fastcgi-call-evt c #:params (override-params params (options-params o))
+                            #:stdin body #:data data #:role (options-role o)
+                            #:keep-conn? (options-keep-conn? o) #:timeout (options-timeout o))
+          (λ () (for ([p (list body data)] #:when (input-port? p)) (close-input-port p)))))
+
+;; run-one : fcgi-client options -> natural
+(define (run-one c o)
+  (define-values (evt close!) (call-evt c o))
+  (define r (dynamic-wind void (λ () (sync evt)) close!))
+  (write-bytes (fcgi-reply-stderr r) (current-error-port))
+  (define out (fcgi-reply-stdout r))
+  (define ps (fcgi-reply-protocol-status r))
+  (define status
+    (with-handlers ([exn:fail:fastcgi:protocol?
+                     (λ (e) (when (eq? (options-output o) 'raw) (write-bytes out))
+                       (report (exn-message e))
+                       #f)])
+      (define-values (status headers body) (parse-cgi-response out))
+      (case (options-output o)
+        [(raw) (write-bytes out)]
+        [(include) (print-head status headers) (write-bytes body)]
+        [else (write-bytes body)])
+      status))
+  (unless (eq? ps 'request-complete) (report (format "the application answered ~a" ps)))
+  (if (and status (< status 400) (eq? ps 'request-complete)) 0 1))
+
+;; print-head : natural (listof (cons string string)) -> void ; like curl -i
+(define (print-head status headers)
+  (define status-h (assf (λ (n) (string-ci=? n "Status")) headers))
+  (define reason (cond [status-h (regexp-replace #rx"^[0-9]+ ?" (cdr status-h) "")]
+                       [(= status 302) "Found"]
+                       [else "OK"]))
+  (printf "HTTP/1.1 ~a ~a\r\n" status reason)
+  (for ([h (in-list headers)] #:unless (eq? h status-h))
+    (printf "~a: ~a\r\n" (car h) (cdr h)))
+  (printf "\r\n"))
+
+;; run-batch : fcgi-client options -> natural
+;; repeat requests, at most concurrent in flight; one summary line each as it completes.
+(define (run-batch c o)
+  (define results (make-channel))
+  (define (start! n)
+    (define t0 (current-inexact-monotonic-milliseconds))
+    (thread (λ ()
+              (define r (with-handlers ([exn:fail? values])
+                          (define-values (evt close!) (call-evt c o))
+                          (dynamic-wind void (λ () (sync evt)) close!)))
+              (channel-put results (list n r (- (current-inexact-monotonic-milliseconds) t0))))))
+  (define total (options-repeat o))
+  (for ([n (in-range (options-concurrent o))]) (start! n))
+  (for/fold ([code 0]) ([_ (in-range total)] [next (in-naturals (options-concurrent o))])
+    (define-values (n r ms) (apply values (sync results)))
+    (when (< next total) (start! next))
+    (max code (summarize (add1 n) r ms))))
+
+;; summarize : natural (or/c fcgi-reply exn) real -> natural ; prints the line, returns a code
+(define (summarize n r ms)
+  (cond
+    [(exn? r)
+     (printf "~a error ~a\n" n (car (regexp-split #rx"\n" (exn-message r))))
+     1]
+    [else
+     (define status (with-handlers ([exn:fail:fastcgi:protocol? (λ (_) #f)])
+                      (define-values (status _h _b) (parse-cgi-response (fcgi-reply-stdout r)))
+                      status))
+     (printf "~a id=~a status=~a protocol=~a stdout=~a stderr=~a time=~ams\n"
+             n (fcgi-reply-id r) (or status "malformed") (fcgi-reply-protocol-status r)
+             (bytes-length (fcgi-reply-stdout r)) (bytes-length (fcgi-reply-stderr r))
+             (/ (round (* 10 ms)) 10.0))
+     (if (and status (< status 400) (eq? (fcgi-reply-protocol-status r) 'request-complete)) 0 1)]))
+
+(module+ main
+  (request-command (current-command-line-arguments)))

@@ -1,0 +1,287 @@
+#lang racket/base
+;; One FastCGI request as the raw interface sees it, and its streams:
+;; - stdin and data: bounded pipes fed by the connection's reader; reads fail once the
+;;   request is aborted;
+;; - stdout: buffered into records of up to 65528 bytes; the last record, the empty STDOUT
+;;   and END_REQUEST leave in one write;
+;; - stderr: each write becomes STDERR records at once.
+(require "limits.rkt"
+         "protocol.rkt"
+         "wire.rkt")
+(provide (struct-out fastcgi-request)
+         (struct-out exn:fail:fastcgi:aborted)
+         (struct-out exn:fail:fastcgi:body)
+         make-fastcgi-request
+         request-param
+         request-input-done?
+         request-abort!
+         request-end-now!
+         request-finish!
+         request-respond-status!)
+
+(struct exn:fail:fastcgi:aborted exn:fail:fastcgi ())
+;; raised by a body read when the body went over max-body or CONTENT_LENGTH: answered 413
+(struct exn:fail:fastcgi:body exn:fail:fastcgi ())
+
+;; The public part: id, role ('responder 'authorizer 'filter), keep-conn?, params (list of
+;; (cons bytes bytes) in arrival order), stdin, data (#f unless Filter), stdout, stderr,
+;; abort-evt (ready once the request is aborted), peer (the front's address).
+;; The rest belongs to the connection.
+(struct fastcgi-request
+  (id role keep-conn? [params #:mutable] [stdin #:mutable] [data #:mutable]
+      [stdout #:mutable] [stderr #:mutable] abort-evt peer
+      conn abort-sema [stdin-out #:mutable] [data-out #:mutable] start-ms
+      [table #:mutable]           ; hash of params, built on first look-up
+      [state #:mutable]           ; 'params 'stdin 'data 'running 'done
+      [rejected #:mutable]        ; #f, or the byte limit the body went over
+      [params-acc #:mutable]      ; list of PARAMS chunks, newest first
+      [params-size #:mutable]
+      [body-bytes #:mutable]      ; STDIN bytes received so far
+      [data-bytes #:mutable]      ; DATA bytes received so far
+      [buf #:mutable] [fill #:mutable] ; stdout buffer; content starts at 8 (header room)
+      [sent? #:mutable]           ; some stdout already left
+      [status #:mutable]          ; status of the answer, for the access log
+      [bytes-out #:mutable]
+      [counted? #:mutable]))      ; counted in the server's running handlers
+
+(define header-room 8)
+(define max-chunk 65528)
+(define initial-buffer 2048)
+;; room after the content for padding (7), the empty STDOUT (8) and END_REQUEST (16)
+(define tail-room 32)
+
+;; make-fastcgi-request : conn natural symbol boolean -> fastcgi-request
+(define (make-fastcgi-request c id role keep-conn?)
+  (define limit (limits-stdin-buffer (server-limits (conn-server c))))
+  (define sema (make-semaphore 0))
+  (define r
+    (fastcgi-request id role keep-conn? '() #f #f #f #f (semaphore-peek-evt sema) (conn-peer c)
+                     c sema #f #f (now-ms)
+                     #f 'params #f '() 0 0 0 #f header-room #f #f 0 #f))
+  (define-values (stdin stdin-out) (make-body-pipe r limit))
+  (set-fastcgi-request-stdin! r stdin)
+  (set-fastcgi-request-stdin-out! r stdin-out)
+  (when (eq? role 'filter)
+    (define-values (data data-out) (make-body-pipe r limit))
+    (set-fastcgi-request-data! r data)
+    (set-fastcgi-request-data-out! r data-out))
+  (set-fastcgi-request-stdout! r (make-stdout-port r))
+  (set-fastcgi-request-stderr! r (make-stderr-port r))
+  r)
+
+;; make-body-pipe : request natural -> (values input-port output-port)
+;; A pipe of at most `limit` bytes. Its reading end fails once the request is aborted, and
+;; at the end of a body that the reader cut off because it went over a limit.
+(define (make-body-pipe r limit)
+  (define-values (in out) (make-pipe limit))
+  (define abort-evt (fastcgi-request-abort-evt r))
+  (values
+   (make-input-port
+    'fastcgi-stdin
+    (λ (bs)
+      (cond
+        [(sync/timeout 0 abort-evt)
+         (raise (exn:fail:fastcgi:aborted "read: request aborted" (current-continuation-marks)))]
+        [else
+         (define n (read-bytes-avail!* bs in))
+         (cond
+           [(eqv? n 0) (wrap-evt (choice-evt in abort-evt) (λ (_) 0))]
+           [(and (eof-object? n) (fastcgi-request-rejected r))
+            (raise (exn:fail:fastcgi:body
+                    (format "read: request body over the limit of ~a bytes" (fastcgi-request-rejected r))
+                    (current-continuation-marks)))]
+           [else n])]))
+    #f
+    void)
+   out))
+
+;; request-param : request (or/c bytes string) [any] -> any
+;; The value (bytes) of a param, or default. The first occurrence of a name wins.
+(define (request-param r name [default #f])
+  (define t (or (fastcgi-request-table r)
+                (let ([t (for/fold ([t (hash)]) ([p (in-list (reverse (fastcgi-request-params r)))])
+                           (hash-set t (car p) (cdr p)))])
+                  (set-fastcgi-request-table! r t)
+                  t)))
+  (hash-ref t (if (string? name) (string->bytes/utf-8 name) name) default))
+
+;; request-input-done? : request -> boolean ; all the request's input streams have ended
+(define (request-input-done? r)
+  (memq (fastcgi-request-state r) '(running done)))
+
+;; ---------------------------------------------------------------------------------------
+;; Output.
+
+;; check-live : request symbol -> void ; writes after the end or an abort fail
+(define (check-live r who)
+  (when (eq? (fastcgi-request-state r) 'done)
+    (raise (exn:fail:fastcgi:aborted (format "~a: request already ended or aborted" who)
+                                     (current-continuation-marks)))))
+
+;; make-stdout-port : request -> output-port
+(define (make-stdout-port r)
+  (make-output-port
+   'fastcgi-stdout
+   always-evt
+   (λ (bs start end non-block? breakable?)
+     (check-live r 'write)
+     (cond
+       [(= start end) (flush-stdout! r) 0]
+       [else (buffer-stdout! r bs start end)]))
+   void))
+
+;; buffer-stdout! : request bytes natural natural -> natural
+;; Copies what fits into the current record; a full record is sent at once.
+(define (buffer-stdout! r bs start end)
+  (define fill (fastcgi-request-fill r))
+  (define want (- end start))
+  (define buf
+    (let ([buf (fastcgi-request-buf r)])
+      (cond
+        [(and buf (>= (bytes-length buf) (+ fill want tail-room))) buf]
+        [(and buf (= (bytes-length buf) (+ header-room max-chunk tail-room))) buf]
+        [else
+         (define size (min (+ header-room max-chunk tail-room)
+                           (max initial-buffer (* 2 (+ fill want tail-room)))))
+         (define new (make-bytes size))
+         (when buf (bytes-copy! new 0 buf 0 fill))
+         (set-fastcgi-request-buf! r new)
+         new])))
+  (define n (min want (- (+ header-room max-chunk) fill)))
+  (bytes-copy! buf fill bs start (+ start n))
+  (set-fastcgi-request-fill! r (+ fill n))
+  (set-fastcgi-request-bytes-out! r (+ n (fastcgi-request-bytes-out r)))
+  (when (= (+ fill n) (+ header-room max-chunk))
+    (flush-stdout! r))
+  n)
+
+;; put-header! : bytes natural symbol natural natural natural -> void
+(define (put-header! buf at type id len pad)
+  (bytes-copy! buf at (record-header type id len pad)))
+
+;; flush-stdout! : request -> void ; send the buffered content as one STDOUT record
+(define (flush-stdout! r)
+  (define fill (fastcgi-request-fill r))
+  (when (> fill header-room)
+    (define buf (fastcgi-request-buf r))
+    (define len (- fill header-room))
+    (define pad (padding-for len))
+    (put-header! buf 0 'stdout (fastcgi-request-id r) len pad)
+    (bytes-fill-range! buf fill (+ fill pad))
+    (set-fastcgi-request-fill! r header-room)
+    (set-fastcgi-request-sent?! r #t)
+    (unless (conn-send! (fastcgi-request-conn r) buf 0 (+ fill pad)
+                        (λ () (not (eq? (fastcgi-request-state r) 'done))))
+      (request-abort! r)
+      (check-live r 'write))))
+
+;; bytes-fill-range! : bytes natural natural -> void ; zero bytes [from, to)
+(define (bytes-fill-range! buf from to)
+  (for ([i (in-range from to)]) (bytes-set! buf i 0)))
+
+;; make-stderr-port : request -> output-port
+(define (make-stderr-port r)
+  (make-output-port
+   'fastcgi-stderr
+   always-evt
+   (λ (bs start end non-block? breakable?)
+     (check-live r 'write)
+     (define n (min (- end start) max-chunk))
+     (when (> n 0)
+       (define out (open-output-bytes))
+       (write-record 'stderr (fastcgi-request-id r) bs out start (+ start n))
+       (conn-send! (fastcgi-request-conn r) (get-output-bytes out #t) 0 (+ 8 n (padding-for n))
+                   (λ () (not (eq? (fastcgi-request-state r) 'done)))))
+     n)
+   void))
+
+;; ---------------------------------------------------------------------------------------
+;; Ending.
+
+;; request-finish! : request natural symbol -> boolean
+;; Ends the request once: the buffered STDOUT, the empty STDOUT (when any STDOUT was or is
+;; being sent, or app-status says so) and END_REQUEST, in one write. #f if already ended.
+;; Runs under the semantics "first caller wins"; the connection's done-hook runs after.
+(define (request-finish! r app-status protocol-status #:stdout-end? [stdout-end? #t])
+  (define c (fastcgi-request-conn r))
+  (define lock (conn-lock c))
+  (semaphore-wait lock)
+  (define first? (not (eq? (fastcgi-request-state r) 'done)))
+  (when first? (set-fastcgi-request-state! r 'done))
+  (semaphore-post lock)
+  (when first?
+    (define id (fastcgi-request-id r))
+    (define fill (fastcgi-request-fill r))
+    (define buf
+      (let ([b (fastcgi-request-buf r)])
+        (if (and b (>= (bytes-length b) (+ fill tail-room))) b
+            (let ([new (make-bytes (+ fill tail-room))])
+              (when b (bytes-copy! new 0 b 0 fill))
+              new))))
+    (define len (- fill header-room))
+    (define pad (padding-for len))
+    (define start (if (> len 0) 0 header-room))
+    (when (> len 0)
+      (put-header! buf 0 'stdout id len pad)
+      (bytes-fill-range! buf fill (+ fill pad)))
+    (define at (+ fill pad))
+    (define at2
+      (cond [stdout-end? (put-header! buf at 'stdout id 0 0) (+ at 8)]
+            [else at]))
+    (put-header! buf at2 'end-request id 8 0)
+    (bytes-copy! buf (+ at2 8) (end-request-content app-status protocol-status))
+    (set-fastcgi-request-fill! r header-room)
+    (conn-send! c buf start (+ at2 16))
+    (semaphore-post (fastcgi-request-abort-sema r))
+    (close-output-port (fastcgi-request-stdin-out r))
+    (when (fastcgi-request-data-out r) (close-output-port (fastcgi-request-data-out r))))
+  first?)
+
+;; request-end-now! : request natural -> boolean
+;; Ends the request from outside its handler (ABORT_REQUEST, a body that cannot be queued):
+;; the handler's later writes fail and are dropped; the front gets the empty STDOUT (if any
+;; STDOUT left) and END_REQUEST, once.
+(define (request-end-now! r app-status)
+  (define first? (request-abort! r))
+  (when first?
+    (define id (fastcgi-request-id r))
+    (define out (open-output-bytes))
+    (when (fastcgi-request-sent? r) (write-bytes (record-header 'stdout id 0 0) out))
+    (write-record 'end-request id (end-request-content app-status 'request-complete) out)
+    (conn-send! (fastcgi-request-conn r) (get-output-bytes out #t)))
+  first?)
+
+;; request-abort! : request -> boolean
+;; The request ends without a word on the wire (the connection is gone or the caller
+;; answers for it); body reads and writes fail and abort-evt fires.
+(define (request-abort! r)
+  (define c (fastcgi-request-conn r))
+  (semaphore-wait (conn-lock c))
+  (define first? (not (eq? (fastcgi-request-state r) 'done)))
+  (when first? (set-fastcgi-request-state! r 'done))
+  (semaphore-post (conn-lock c))
+  (when first?
+    (semaphore-post (fastcgi-request-abort-sema r))
+    (close-output-port (fastcgi-request-stdin-out r))
+    (when (fastcgi-request-data-out r) (close-output-port (fastcgi-request-data-out r))))
+  first?)
+
+;; request-respond-status! : request natural string -> boolean
+;; Answer with a bare status page (413, 431, 500, 503...) unless output already left,
+;; then end the request. Buffered, unsent output is discarded.
+(define (request-respond-status! r code message)
+  (cond
+    [(fastcgi-request-sent? r)
+     (request-finish! r 1 'request-complete)]
+    [else
+     (set-fastcgi-request-fill! r header-room)
+     (set-fastcgi-request-bytes-out! r 0)
+     (set-fastcgi-request-status! r code)
+     (define body (string->bytes/utf-8 (format "~a ~a\n" code message)))
+     (define page
+       (bytes-append (string->bytes/utf-8 (format "Status: ~a ~a\r\n" code message))
+                     #"Content-Type: text/plain; charset=utf-8\r\n"
+                     (string->bytes/utf-8 (format "Content-Length: ~a\r\n\r\n" (bytes-length body)))
+                     body))
+     (buffer-stdout! r page 0 (bytes-length page))
+     (request-finish! r 0 'request-complete)]))

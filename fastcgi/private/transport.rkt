@@ -1,0 +1,374 @@
+#lang racket/base
+;; Listeners: TCP host:port, unix socket paths (mode, owner, stale-socket check), inherited
+;; listening fds (FCGI_LISTENSOCK_FILENO = 0, systemd socket activation on fd 3), and the
+;; allowed-clients check. Accepted connections become ordinary Racket ports.
+(require ffi/unsafe
+         ffi/unsafe/atomic
+         ffi/unsafe/port
+         racket/list
+         racket/string
+         "ffi.rkt"
+         "log.rkt")
+(provide (struct-out exn:fail:fastcgi:transport)
+         parse-listen-address listen-spec? listen-spec->string
+         open-listener inherited-listener
+         listener? listener-fd listener-kind listener-address
+         listener-accept listener-close!
+         socket-shutdown-write!
+         parse-allowed-clients client-allowed?
+         fd-listening-socket?)
+
+(struct exn:fail:fastcgi:transport exn:fail ())
+
+;; kind: 'unix (target: path string), 'tcp (target: host string, port), 'fd (target: fd)
+(struct listen-spec (kind target port) #:transparent)
+
+;; unix-path and unix-id (device . inode) are set only for a socket file we bound ourselves.
+(struct listener (fd kind address unix-path unix-id closed-sema [closed? #:mutable]))
+
+;; raise-transport : format-string any ... -> none
+(define (raise-transport fmt . args)
+  (raise (exn:fail:fastcgi:transport (string-append "fastcgi: " (apply format fmt args))
+                                     (current-continuation-marks))))
+
+;; raise-errno : string errno -> none
+(define (raise-errno what errno)
+  (raise-transport "~a: ~a" what (errno-message errno)))
+
+;; check-syscall : int string [(-> any)] -> void
+;; After a libc call: on failure, run the clean-up, then raise with the saved errno.
+(define (check-syscall r what [clean-up void])
+  (when (< r 0)
+    (define errno (saved-errno))
+    (clean-up)
+    (raise-errno what errno)))
+
+;; ---------------------------------------------------------------------------------------
+;; Listen addresses
+
+;; parse-listen-address : string -> listen-spec
+(define (parse-listen-address str)
+  (define (bad why)
+    (raise-transport "invalid listen address ~s: ~a" str why))
+  (cond
+    [(string-prefix? str "unix:")
+     (define path (substring str 5))
+     (cond [(string=? path "") (bad "empty socket path")]
+           [(string-contains? path "\0") (bad "NUL in socket path")]
+           [(> (bytes-length (string->bytes/utf-8 path)) SUN_PATH_MAX)
+            (bad (format "socket path longer than ~a bytes" SUN_PATH_MAX))]
+           [else (listen-spec 'unix path #f)])]
+    [(string-prefix? str "fd:")
+     (define m (regexp-match #px"^fd:([0-9]{1,9})$" str))
+     (if m (listen-spec 'fd (string->number (cadr m)) #f) (bad "expected fd:N"))]
+    [(or (regexp-match #px"^\\[([^]]*)\\]:([0-9]{1,5})$" str)
+         (regexp-match #px"^([^:\\[\\]]*):([0-9]{1,5})$" str))
+     => (lambda (m)
+          (define host (if (member (cadr m) '("" "*")) "*" (cadr m)))
+          (define port (string->number (caddr m)))
+          (cond [(> port 65535) (bad "port must be 0..65535")]
+                [(not (host->bytes host))
+                 (bad "host must be a numeric IPv4 address, [IPv6], localhost or *")]
+                [(and (string-prefix? str "[") (not (regexp-match? #rx":" host)))
+                 (bad "only IPv6 addresses go in brackets")]
+                [else (listen-spec 'tcp host port)]))]
+    [else (bad "expected unix:PATH, HOST:PORT, [IPV6]:PORT, *:PORT or fd:N")]))
+
+;; host->bytes : string -> (or/c bytes #f)
+(define (host->bytes host)
+  (case host
+    [("*") (bytes 0 0 0 0)]
+    [("localhost") (bytes 127 0 0 1)]
+    [else (ip->bytes host)]))
+
+;; listen-spec->string : listen-spec -> string
+(define (listen-spec->string spec)
+  (define target (listen-spec-target spec))
+  (case (listen-spec-kind spec)
+    [(unix) (string-append "unix:" target)]
+    [(fd) (format "fd:~a" target)]
+    [else (ip+port->string target (listen-spec-port spec))]))
+
+;; ip+port->string : string port -> string
+(define (ip+port->string ip port)
+  (if (regexp-match? #rx":" ip) (format "[~a]:~a" ip port) (format "~a:~a" ip port)))
+
+;; ---------------------------------------------------------------------------------------
+;; Opening listeners
+
+(define socket-flags (bitwise-ior SOCK_STREAM SOCK_NONBLOCK SOCK_CLOEXEC))
+
+;; open-listener : listen-spec #:backlog int #:socket-mode int #:socket-owner ...
+;;                 #:socket-group ... -> listener
+(define (open-listener spec
+                       #:backlog [backlog 1024]
+                       #:socket-mode [mode #o660]
+                       #:socket-owner [owner #f]
+                       #:socket-group [group #f])
+  (case (listen-spec-kind spec)
+    [(unix) (open-unix (listen-spec-target spec) backlog mode owner group)]
+    [(tcp) (open-tcp spec backlog)]
+    [else (adopt-fd (listen-spec-target spec))]))
+
+;; open-tcp : listen-spec int -> listener
+(define (open-tcp spec backlog)
+  (define where (listen-spec->string spec))
+  (define addr (host->bytes (listen-spec-target spec)))
+  (define v6? (= 16 (bytes-length addr)))
+  (define fd (c-socket (if v6? AF_INET6 AF_INET) socket-flags 0))
+  (check-syscall fd (format "cannot create a socket for ~a" where))
+  (define (close-fd) (c-close fd))
+  (define (check-opt r what)
+    (unless (eq? r #t) (close-fd) (raise-errno (format "cannot set ~a on ~a" what where) r)))
+  (check-opt (setsockopt-int fd SOL_SOCKET SO_REUSEADDR 1) "SO_REUSEADDR")
+  (when v6? (check-opt (setsockopt-int fd IPPROTO_IPV6 IPV6_V6ONLY 0) "IPV6_V6ONLY"))
+  (define sa (make-sockaddr-in addr (listen-spec-port spec)))
+  (check-syscall (c-bind fd sa (bytes-length sa)) (format "cannot bind ~a" where) close-fd)
+  (check-syscall (c-listen fd backlog) (format "cannot listen on ~a" where) close-fd)
+  (define bound (make-bytes SOCKADDR_MAX 0))
+  (check-syscall (c-getsockname fd bound (integer->integer-bytes SOCKADDR_MAX 4 #f))
+                 (format "cannot read the address of ~a" where) close-fd)
+  (define-values (ip port) (sockaddr->ip+port bound))
+  (make-listener fd 'tcp (ip+port->string (bytes->ip ip) port) #f #f))
+
+;; open-unix : string int int owner group -> listener
+(define (open-unix path-str backlog mode owner group)
+  (define path (path->complete-path path-str))
+  (define path-bytes (path->bytes path))
+  (define where (string-append "unix:" (path->string path)))
+  (when (> (bytes-length path-bytes) SUN_PATH_MAX)
+    (raise-transport "cannot listen on ~a: socket path is ~a bytes, the limit is ~a"
+                     where (bytes-length path-bytes) SUN_PATH_MAX))
+  (define uid (resolve-id owner uid-of-user "user"))
+  (define gid (resolve-id group gid-of-group "group"))
+  (define sa (make-sockaddr-un path-bytes))
+  (remove-stale-socket! path sa where)
+  (define fd (c-socket AF_UNIX socket-flags 0))
+  (check-syscall fd (format "cannot create a socket for ~a" where))
+  (define (close-fd) (c-close fd))
+  (define (close-and-unlink) (c-close fd) (c-unlink path))
+  ;; umask is process-wide: set it only for the bind, in atomic mode, so no other Racket
+  ;; thread creates a file with it, and the socket never exists with a looser mode.
+  (start-atomic)
+  (define old-umask (c-umask #o177))
+  (define bound (c-bind fd sa (bytes-length sa)))
+  (define bind-errno (saved-errno))
+  (c-umask old-umask)
+  (end-atomic)
+  (when (< bound 0)
+    (close-fd)
+    (raise-errno (format "cannot bind ~a" where) bind-errno))
+  (check-syscall (c-chmod path mode) (format "cannot chmod ~a" where) close-and-unlink)
+  (when (or uid gid)
+    (check-syscall (c-chown path (or uid -1) (or gid -1))
+                   (format "cannot chown ~a" where) close-and-unlink))
+  (check-syscall (c-listen fd backlog) (format "cannot listen on ~a" where) close-and-unlink)
+  (make-listener fd 'unix where path (file-id path)))
+
+;; resolve-id : (or/c #f string exact-integer) (string -> (or/c int #f)) string -> (or/c int #f)
+(define (resolve-id who lookup what)
+  (cond [(string? who) (or (lookup who) (raise-transport "unknown ~a ~s" what who))]
+        [else who]))
+
+;; file-id : path -> (or/c (cons dev inode) #f)
+;; Identity of the file at path without following symlinks; #f if there is none.
+(define (file-id path)
+  (define st (lstat path))
+  (and st (cons (hash-ref st 'device-id) (hash-ref st 'inode))))
+
+;; lstat : path -> (or/c hash #f)
+(define (lstat path)
+  (with-handlers ([exn:fail:filesystem? (lambda (e) #f)])
+    (file-or-directory-stat path #t)))
+
+;; remove-stale-socket! : path bytes string -> void
+;; A socket file left by a dead server refuses connections (ECONNREFUSED): remove it.
+;; A live server, or anything that is not a socket, is left alone and reported.
+(define (remove-stale-socket! path sa where)
+  (define st (lstat path))
+  (when st
+    (unless (= #o140000 (bitwise-and (hash-ref st 'mode) #o170000))
+      (raise-transport "cannot listen on ~a: the path exists and is not a socket" where))
+    (define probe (c-socket AF_UNIX socket-flags 0))
+    (check-syscall probe (format "cannot create a socket to probe ~a" where))
+    (define r (c-connect probe sa (bytes-length sa)))
+    (define errno (saved-errno))
+    (c-close probe)
+    (cond [(or (= r 0) (= errno EAGAIN))
+           (raise-transport "another server is listening on ~a" where)]
+          [(= errno ECONNREFUSED)
+           (log-fastcgi-info "removing stale socket ~a" (log-escape where))
+           (check-syscall (c-unlink path) (format "cannot remove stale socket ~a" where))]
+          [else (raise-errno (format "cannot probe existing socket ~a" where) errno)])))
+
+;; adopt-fd : fd -> listener
+;; An inherited listening fd keeps its close-on-exec flag but must be non-blocking.
+(define (adopt-fd fd)
+  (unless (fd-listening-socket? fd)
+    (raise-transport "fd:~a is not a listening socket" fd))
+  (define r (set-nonblocking! fd))
+  (unless (eq? r #t) (raise-errno (format "cannot make fd:~a non-blocking" fd) r))
+  (make-listener fd 'inherited (format "fd:~a" fd) #f #f))
+
+;; make-listener : fd kind string (or/c path #f) (or/c pair #f) -> listener
+(define (make-listener fd kind address unix-path unix-id)
+  (listener fd kind address unix-path unix-id (make-semaphore 0) #f))
+
+;; fd-listening-socket? : fd -> boolean
+(define (fd-listening-socket? fd)
+  (define v (getsockopt-int fd SOL_SOCKET SO_ACCEPTCONN))
+  (and v (not (zero? v))))
+
+;; inherited-listener : -> (or/c listener #f)
+;; fd 0 when the web server spawned us with a listening socket as stdin; otherwise systemd
+;; socket activation (its variables are removed so that our children do not act on them).
+(define (inherited-listener)
+  (define env (current-environment-variables))
+  (define (getenv* name) (environment-variables-ref env name))
+  (define listen-fds
+    (let ([v (getenv* #"LISTEN_FDS")]) (and v (string->number (bytes->string/latin-1 v)))))
+  (define for-us?
+    (equal? (getenv* #"LISTEN_PID") (string->bytes/utf-8 (number->string (c-getpid)))))
+  (cond
+    [(fd-listening-socket? 0) (adopt-fd 0)]
+    [(and for-us? (exact-positive-integer? listen-fds))
+     (for ([name '(#"LISTEN_PID" #"LISTEN_FDS" #"LISTEN_FDNAMES")])
+       (environment-variables-set! env name #f))
+     (when (> listen-fds 1)
+       (log-fastcgi-warning "LISTEN_FDS=~a: only fd 3 is used" listen-fds))
+     (adopt-fd 3)]
+    [else #f]))
+
+;; ---------------------------------------------------------------------------------------
+;; Accepting and closing
+
+(define accept-flags (bitwise-ior SOCK_NONBLOCK SOCK_CLOEXEC))
+
+;; listener-accept : listener -> (values input-port output-port string)
+;; Blocks only the calling thread. The closed check and accept4 run in atomic mode so that
+;; listener-close! cannot close (and the kernel reuse) the fd in between.
+(define (listener-accept l)
+  (define fd (listener-fd l))
+  (define sa (make-bytes SOCKADDR_MAX 0))
+  (define len (make-bytes 4 0))
+  (let loop ()
+    (integer->integer-bytes SOCKADDR_MAX 4 #f #f len 0)
+    (start-atomic)
+    (define closed? (listener-closed? l))
+    (define conn (if closed? -1 (c-accept4 fd sa len accept-flags)))
+    (define errno (saved-errno))
+    (end-atomic)
+    (cond
+      [closed? (raise-transport "listener ~a is closed" (listener-address l))]
+      [(>= conn 0) (connection-ports conn sa)]
+      [(= errno EAGAIN) (wait-readable l) (loop)]
+      [(memv errno (list EINTR ECONNABORTED EPROTO)) (loop)]
+      [(memv errno (list EMFILE ENFILE ENOBUFS ENOMEM))
+       (log-fastcgi-warning "accept on ~a: ~a; retrying in 0.1 s"
+                            (listener-address l) (errno-message errno))
+       (sleep 0.1)
+       (loop)]
+      [else (raise-errno (format "accept on ~a failed" (listener-address l)) errno)])))
+
+;; wait-readable : listener -> void
+;; Returns when the fd is readable or the listener is closed.
+(define (wait-readable l)
+  (start-atomic)
+  (define evt (and (not (listener-closed? l)) (unsafe-fd->evt (listener-fd l) 'read)))
+  (end-atomic)
+  (when evt (sync evt (semaphore-peek-evt (listener-closed-sema l)))))
+
+;; connection-ports : fd bytes -> (values input-port output-port string)
+;; Racket 8.7's unsafe-socket->port hands the raw fd to code expecting an rktio handle and
+;; crashes on the first read, so sockets are wrapped as plain fd ports (closing both ports
+;; closes the fd); unsafe-port->file-descriptor recovers the fd.
+(define (connection-ports conn sa)
+  (define family (sockaddr-family sa))
+  (define peer
+    (cond [(memv family (list AF_INET AF_INET6))
+           (setsockopt-int conn IPPROTO_TCP TCP_NODELAY 1)
+           (let-values ([(ip port) (sockaddr->ip+port sa)])
+             (bytes->ip (unmap-ipv4 ip)))]
+          [else "unix"]))
+  (define-values (in out) (unsafe-file-descriptor->port conn (string->symbol peer) '(read write)))
+  (values in out peer))
+
+;; listener-close! : listener -> void
+;; Events on the fd are removed (waking blocked accepts) before the fd is closed.
+(define (listener-close! l)
+  (start-atomic)
+  (define was-open? (not (listener-closed? l)))
+  (when was-open?
+    (set-listener-closed?! l #t)
+    (unsafe-fd->evt (listener-fd l) 'remove)
+    (c-close (listener-fd l))
+    (semaphore-post (listener-closed-sema l)))
+  (end-atomic)
+  (define path (listener-unix-path l))
+  (when (and was-open? path (equal? (file-id path) (listener-unix-id l)))
+    (c-unlink path))
+  (void))
+
+;; socket-shutdown-write! : output-port -> void
+;; Flush, then half-close, so the peer reads EOF and no reset; errors mean the peer is gone.
+(define (socket-shutdown-write! out)
+  (with-handlers ([exn:fail? void])
+    (flush-output out)
+    (define fd (unsafe-port->file-descriptor out))
+    (when fd (c-shutdown fd SHUT_WR)))
+  (void))
+
+;; ---------------------------------------------------------------------------------------
+;; Allowed clients
+
+;; entries: (listof (cons address-bytes prefix-length)), IPv4-mapped IPv6 stored as IPv4
+(struct allowed (entries))
+
+;; unmap-ipv4 : bytes -> bytes
+;; ::ffff:a.b.c.d becomes the 4-byte a.b.c.d; any other address is returned as is.
+(define (unmap-ipv4 addr)
+  (if (and (= 16 (bytes-length addr))
+           (equal? (subbytes addr 0 12) #"\0\0\0\0\0\0\0\0\0\0\377\377"))
+      (subbytes addr 12)
+      addr))
+
+;; parse-allowed-clients : string -> allowed
+(define (parse-allowed-clients str)
+  (define entries
+    (filter-map parse-allowed-entry (string-split str #px"[,\\s]+")))
+  (when (null? entries)
+    (log-fastcgi-warning "allowed clients \"~a\": no valid address, every TCP client is denied"
+                         (log-escape str)))
+  (allowed entries))
+
+;; parse-allowed-entry : string -> (or/c (cons bytes int) #f)
+(define (parse-allowed-entry entry)
+  (define m (regexp-match #px"^([^/]+)(?:/([0-9]{1,3}))?$" entry))
+  (define addr (and m (ip->bytes (cadr m))))
+  (define bits (and addr (* 8 (bytes-length addr))))
+  (define prefix (and addr (if (caddr m) (string->number (caddr m)) bits)))
+  (cond
+    [(not (and prefix (<= prefix bits)))
+     (log-fastcgi-warning "allowed clients: ignoring invalid entry \"~a\"" (log-escape entry))
+     #f]
+    [(and (= bits 128) (>= prefix 96) (= 4 (bytes-length (unmap-ipv4 addr))))
+     (cons (unmap-ipv4 addr) (- prefix 96))]
+    [else (cons addr prefix)]))
+
+;; client-allowed? : allowed string -> boolean
+(define (client-allowed? a peer)
+  (or (equal? peer "unix")
+      (let ([addr (ip->bytes peer)])
+        (and addr
+             (for/or ([entry (in-list (allowed-entries a))])
+               (prefix-match? (car entry) (cdr entry) (unmap-ipv4 addr)))))))
+
+;; prefix-match? : bytes int bytes -> boolean
+(define (prefix-match? net prefix addr)
+  (and (= (bytes-length net) (bytes-length addr))
+       (let-values ([(whole rest) (quotient/remainder prefix 8)])
+         (and (equal? (subbytes net 0 whole) (subbytes addr 0 whole))
+              (or (zero? rest)
+                  (let ([mask (bitwise-and #xff (arithmetic-shift #xff (- 8 rest)))])
+                    (= (bitwise-and mask (bytes-ref net whole))
+                       (bitwise-and mask (bytes-ref addr whole)))))))))

@@ -1,0 +1,155 @@
+#lang racket/base
+;; The web-server adapter: a FastCGI request becomes a `web-server/http` request, and the
+;; servlet's response goes out as a CGI-style answer (Status and header lines, a blank
+;; line, the body). Body and form parsing is web-server's own, so bindings, multipart
+;; uploads (spooled to a temporary file past 1 MiB) and their limits behave exactly as
+;; under serve/servlet.
+(require net/url
+         racket/string
+         web-server/http/request-structs
+         web-server/http/response-structs
+         web-server/safety-limits
+         (only-in (submod web-server/http/request internal-test) read-bindings&post-data/raw)
+         "limits.rkt"
+         "log.rkt"
+         "request.rkt")
+(provide servlet->handler
+         current-fastcgi-request
+         fastcgi-request->request
+         response/authorized
+         params->headers)
+
+;; current-fastcgi-request : (parameter/c (or/c fastcgi-request #f))
+;; Inside a servlet: the raw FastCGI request being served (params, role, abort-evt).
+(define current-fastcgi-request (make-parameter #f))
+
+;; servlet->handler : (request -> response) limits -> (fastcgi-request -> void)
+(define (servlet->handler start lim)
+  (define safety
+    (make-safety-limits #:max-request-body-length (limits-max-body lim)))
+  (λ (r)
+    (current-fastcgi-request r)
+    (define req
+      (with-handlers ([exn:fail:network?
+                       (λ (e)
+                         (log-fastcgi-warning "request ~a from ~a: bad request body: ~a"
+                                              (fastcgi-request-id r)
+                                              (log-escape (fastcgi-request-peer r))
+                                              (log-escape (exn-message e)))
+                         #f)])
+        (fastcgi-request->request r safety)))
+    (cond
+      [(not req) (request-respond-status! r 400 "Bad Request")]
+      [(eq? req 'bad-uri)
+       (log-fastcgi-warning "request ~a from ~a: REQUEST_URI does not parse: answered 400"
+                            (fastcgi-request-id r) (log-escape (fastcgi-request-peer r)))
+       (request-respond-status! r 400 "Bad Request")]
+      [else (write-response r (start req))])))
+
+;; params->headers : (listof (cons bytes bytes)) -> (listof header)
+;; HTTP_ACCEPT_LANGUAGE becomes Accept-Language; CONTENT_TYPE and CONTENT_LENGTH become
+;; headers too (when not empty). Order is kept; a name sent twice stays twice.
+(define (params->headers params)
+  (for*/list ([p (in-list params)]
+              [name (in-value (param->header-name (car p)))]
+              #:when (and name (not (and (zero? (bytes-length (cdr p)))
+                                         (regexp-match? #rx#"^CONTENT_" (car p))))))
+    (header name (cdr p))))
+
+;; param->header-name : bytes -> (or/c bytes #f)
+(define (param->header-name name)
+  (cond
+    [(equal? name #"CONTENT_TYPE") #"Content-Type"]
+    [(equal? name #"CONTENT_LENGTH") #"Content-Length"]
+    [(and (> (bytes-length name) 5) (equal? (subbytes name 0 5) #"HTTP_"))
+     (string->bytes/latin-1
+      (string-join (for/list ([part (in-list (regexp-split #rx"_" (bytes->string/latin-1 (subbytes name 5))))])
+                     (string-titlecase part))
+                   "-"))]
+    [else #f]))
+
+;; fastcgi-request->request : fastcgi-request safety-limits -> (or/c request 'bad-uri)
+(define (fastcgi-request->request r safety)
+  (define (param name [default #""]) (request-param r name default))
+  (define method (let ([m (param #"REQUEST_METHOD")]) (if (zero? (bytes-length m)) #"GET" m)))
+  (define uri-bytes
+    (let ([u (param #"REQUEST_URI" #f)])
+      (or u (let ([q (param #"QUERY_STRING")])
+              (bytes-append (param #"SCRIPT_NAME") (param #"PATH_INFO")
+                            (if (zero? (bytes-length q)) #"" (bytes-append #"?" q)))))))
+  (define uri
+    (with-handlers ([exn:fail? (λ (e) #f)])
+      (string->url (bytes->string/utf-8 (if (zero? (bytes-length uri-bytes)) #"/" uri-bytes) #\uFFFD))))
+  (cond
+    [(not uri) 'bad-uri]
+    [else
+     (define headers (params->headers (fastcgi-request-params r)))
+     (define-values (bindings post-data)
+       (read-bindings&post-data/raw (fastcgi-request-stdin r) method uri headers
+                                    #:safety-limits safety))
+     (make-request method uri headers bindings post-data
+                   (bytes->string/utf-8 (param #"SERVER_ADDR" #"127.0.0.1") #\?)
+                   (or (string->number (bytes->string/latin-1 (param #"SERVER_PORT" #"0"))) 0)
+                   (bytes->string/utf-8 (param #"REMOTE_ADDR" #"127.0.0.1") #\?))]))
+
+;; ---------------------------------------------------------------------------------------
+;; Responses.
+
+(define status-lines (make-hash))
+
+;; status-line : natural bytes -> bytes ; "Status: 200 OK\r\n", cached for common pairs
+(define (status-line code message)
+  (define key (cons code message))
+  (or (hash-ref status-lines key #f)
+      (let ([line (bytes-append #"Status: " (string->bytes/latin-1 (number->string code))
+                                #" " (clean message) #"\r\n")])
+        (when (< (hash-count status-lines) 64) (hash-set! status-lines key line))
+        line)))
+
+;; clean : bytes -> bytes ; no CR, LF or NUL may reach a header line
+(define (clean bs)
+  (if (regexp-match? #rx#"[\r\n\0]" bs) (regexp-replace* #rx#"[\r\n\0]" bs #" ") bs))
+
+;; bytes-ci=? : bytes bytes -> boolean ; ASCII case-insensitive equality of header names
+(define (bytes-ci=? a b)
+  (and (= (bytes-length a) (bytes-length b))
+       (for/and ([x (in-bytes a)] [y (in-bytes b)])
+         (or (= x y) (= (bitwise-ior x 32) (bitwise-ior y 32))))))
+
+;; hop-by-hop headers mean nothing in a CGI answer and would confuse the front
+(define (hop-by-hop? field)
+  (for/or ([h (in-list '(#"Connection" #"Transfer-Encoding" #"Keep-Alive"))])
+    (bytes-ci=? field h)))
+
+;; write-response : fastcgi-request response -> void
+;; The head leaves in one write into the request's stdout buffer, then the body.
+(define (write-response r resp)
+  (define out (fastcgi-request-stdout r))
+  (define code (response-code resp))
+  (set-fastcgi-request-status! r code)
+  (define head (open-output-bytes))
+  (write-bytes (status-line code (response-message resp)) head)
+  (define hs (response-headers resp))
+  (define mime (response-mime resp))
+  (when (and mime (not (for/or ([h (in-list hs)]) (bytes-ci=? (header-field h) #"Content-Type"))))
+    (write-bytes #"Content-Type: " head)
+    (write-bytes (clean mime) head)
+    (write-bytes #"\r\n" head))
+  (for ([h (in-list hs)] #:unless (hop-by-hop? (header-field h)))
+    (write-bytes (clean (header-field h)) head)
+    (write-bytes #": " head)
+    (write-bytes (clean (header-value h)) head)
+    (write-bytes #"\r\n" head))
+  (write-bytes #"\r\n" head)
+  (write-bytes (get-output-bytes head #t) out)
+  ((response-output resp) out))
+
+;; response/authorized : #:variables (listof (cons (or/c symbol string) string)) -> response
+;; The Authorizer's grant: 200 with a Variable-NAME header per variable; the front passes
+;; each to the next stage as a param. Any other response is a denial, sent to the client.
+(define (response/authorized #:variables [variables '()])
+  (response 200 #"OK" (current-seconds) #f
+            (for/list ([v (in-list variables)])
+              (header (bytes-append #"Variable-" (string->bytes/utf-8 (format "~a" (car v))))
+                      (string->bytes/utf-8 (cdr v))))
+            void))

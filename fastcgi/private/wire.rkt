@@ -1,0 +1,76 @@
+#lang racket/base
+;; The shared state of one server process and of one connection, and the connection's
+;; single serialised writer. Request threads and the reader all write through `conn-send!`,
+;; so records of different requests never interleave inside a write.
+(require "limits.rkt")
+(provide (struct-out server)
+         (struct-out conn)
+         make-conn
+         conn-send!
+         conn-broken!
+         counter-add!
+         now-ms)
+
+;; Per process. handler: fastcgi-request -> any. roles: the roles the handler takes.
+;; connections: mutable set (hasheq conn -> #t) scanned by the deadline manager.
+(struct server (handler roles limits connections
+                running         ; box: handlers running now (for max-concurrent)
+                stats           ; mutable hasheq: counters for status pages and tests
+                [closing? #:mutable]) ; graceful stop under way: no new requests
+  #:transparent)
+
+;; Per connection.
+(struct conn (in out peer server lock requests
+              [deadline #:mutable]        ; ms after which the reader is cut off, or #f
+              [write-deadline #:mutable]  ; ms after which the blocked write is cut off, or #f
+              [broken? #:mutable]         ; the socket failed or was cut: nothing more is sent
+              [closing? #:mutable]        ; draining before close: no new requests
+              [on-broken #:mutable]))     ; conn -> void : aborts every live request
+
+;; make-conn : input-port output-port string server -> conn
+(define (make-conn in out peer srv)
+  (conn in out peer srv (make-semaphore 1) (make-hasheqv) #f #f #f #f void))
+
+;; now-ms : -> flonum
+(define (now-ms) (current-inexact-milliseconds))
+
+;; counter-add! : box integer -> integer ; atomic add on a box shared by threads
+(define (counter-add! b n)
+  (let loop ()
+    (define old (unbox b))
+    (if (box-cas! b old (+ old n)) (+ old n) (loop))))
+
+;; conn-broken! : conn -> void ; mark the connection unusable and close its ports, which
+;; wakes a reader or writer blocked on them with an exception.
+(define (conn-broken! c)
+  (unless (conn-broken? c)
+    (set-conn-broken?! c #t)
+    (close-output-port* (conn-out c))
+    (close-input-port (conn-in c))
+    ((conn-on-broken c) c)))
+
+;; close-output-port* : output-port -> void ; closing may try to flush into a dead socket
+(define (close-output-port* out)
+  (with-handlers ([exn:fail? void]) (close-output-port out)))
+
+;; conn-send! : conn bytes [natural natural (or/c #f (-> boolean))] -> boolean
+;; One write of bs[start,end) under the connection lock, bounded by the write timeout.
+;; #f when the connection is broken (the bytes are dropped, the caller's request is aborted)
+;; or when `still?`, checked under the lock, says the write no longer belongs on the wire.
+(define (conn-send! c bs [start 0] [end (bytes-length bs)] [still? #f])
+  (define lock (conn-lock c))
+  (semaphore-wait lock)
+  (cond
+    [(or (conn-broken? c) (and still? (not (still?)))) (semaphore-post lock) #f]
+    [else
+     (define out (conn-out c))
+     (define ok?
+       (with-handlers ([exn:fail? (λ (e) #f)])
+         (set-conn-write-deadline! c (+ (now-ms) (* 1000 (limits-write-timeout (server-limits (conn-server c))))))
+         (write-bytes bs out start end)
+         (flush-output out)
+         (set-conn-write-deadline! c #f)
+         #t))
+     (semaphore-post lock)
+     (unless ok? (conn-broken! c))
+     ok?]))

@@ -1,0 +1,309 @@
+#lang racket/base
+;; Listeners on real sockets: unix paths in a temp dir, TCP on 127.0.0.1 and ::1 port 0,
+;; inherited fds in child processes, and the allowed-clients table.
+(require compiler/find-exe
+         ffi/unsafe
+         ffi/unsafe/port
+         racket/file
+         racket/port
+         racket/runtime-path
+         racket/string
+         racket/tcp
+         racket/unix-socket
+         rackunit
+         "../fastcgi/private/ffi.rkt"
+         "../fastcgi/private/log.rkt"
+         "../fastcgi/private/transport.rkt")
+
+(define-runtime-path transport-module "../fastcgi/private/transport.rkt")
+
+(define c-dup (get-ffi-obj "dup" #f (_fun _int -> _int)))
+(define c-pipe (get-ffi-obj "pipe" #f (_fun _bytes -> _int)))
+
+(define tmp-dir (make-temporary-file "fcgi-transport-~a" 'directory))
+(define (tmp name) (path->string (build-path tmp-dir name)))
+
+;; transport-error? : string -> (exn -> boolean)
+(define ((transport-error? rx) e)
+  (and (exn:fail:fastcgi:transport? e) (regexp-match? rx (exn-message e))))
+
+;; listener-port : listener -> port number (from "HOST:PORT" or "[V6]:PORT")
+(define (listener-port l)
+  (string->number (cadr (regexp-match #rx":([0-9]+)$" (listener-address l)))))
+
+;; round-trip : listener (-> (values in out)) -> peer-string
+;; Connects, accepts, sends a line each way, and returns what the listener saw as the peer.
+(define (round-trip l connect)
+  (define-values (ci co) (connect))
+  (define-values (si so peer) (listener-accept l))
+  (write-string "ping\n" co)
+  (flush-output co)
+  (check-equal? (read-line si) "ping")
+  (write-string "pong\n" so)
+  (flush-output so)
+  (check-equal? (read-line ci) "pong")
+  (for-each close-port (list ci co si so))
+  peer)
+
+(define (close-port p) (if (input-port? p) (close-input-port p) (close-output-port p)))
+
+;; exists? : path-string -> boolean
+;; True for any file, sockets included (link-exists? is only for symbolic links).
+(define (exists? p)
+  (with-handlers ([exn:fail:filesystem? (lambda (e) #f)])
+    (and (file-or-directory-stat p #t) #t)))
+
+(test-case "parse-listen-address: good forms round-trip"
+  (for ([(in expected) (in-hash (hash "unix:/tmp/x.sock" "unix:/tmp/x.sock"
+                                      "unix:rel/x.sock" "unix:rel/x.sock"
+                                      "127.0.0.1:9000" "127.0.0.1:9000"
+                                      "localhost:9000" "localhost:9000"
+                                      "[::1]:9000" "[::1]:9000"
+                                      "*:9000" "*:9000"
+                                      ":9000" "*:9000"
+                                      "0.0.0.0:0" "0.0.0.0:0"
+                                      "fd:0" "fd:0"))])
+    (define spec (parse-listen-address in))
+    (check-true (listen-spec? spec))
+    (check-equal? (listen-spec->string spec) expected in)
+    (check-equal? (parse-listen-address (listen-spec->string spec)) spec in)))
+
+(test-case "parse-listen-address: bad forms raise naming the input"
+  (for ([in (list "" "foo" "1.2.3.4:99999" "unix:" "[::1]" "fd:x" "foo:80" "::1:80"
+                  "[1.2.3.4]:80" "1.2.3.4:" "1.2.3.4:-1" "unix:a\0b"
+                  (string-append "unix:/" (make-string 200 #\a)))])
+    (check-exn (lambda (e) (and (exn:fail:fastcgi:transport? e)
+                                (string-contains? (exn-message e) (format "~s" in))))
+               (lambda () (parse-listen-address in))
+               in)))
+
+(test-case "unix listener: mode, round trip, peer, close removes the file"
+  (define path (tmp "a.sock"))
+  (define l (open-listener (parse-listen-address (string-append "unix:" path))))
+  (check-equal? (listener-kind l) 'unix)
+  (check-equal? (listener-address l) (string-append "unix:" path))
+  (check-equal? (file-or-directory-permissions path 'bits) #o660)
+  (check-equal? (round-trip l (lambda () (unix-socket-connect path))) "unix")
+  (listener-close! l)
+  (listener-close! l)
+  (check-false (exists? path)))
+
+(test-case "unix listener: custom mode, numeric owner and group, relative path"
+  (define dir-stat (file-or-directory-stat tmp-dir))
+  (define l (parameterize ([current-directory tmp-dir])
+              (open-listener (parse-listen-address "unix:rel.sock")
+                             #:socket-mode #o600
+                             #:socket-owner (hash-ref dir-stat 'user-id)
+                             #:socket-group (hash-ref dir-stat 'group-id))))
+  (define path (tmp "rel.sock"))
+  (check-equal? (listener-address l) (string-append "unix:" path))
+  (check-equal? (file-or-directory-permissions path 'bits) #o600)
+  (check-equal? (hash-ref (file-or-directory-stat path) 'user-id) (hash-ref dir-stat 'user-id))
+  (listener-close! l)
+  (check-false (exists? path))
+  (check-exn (transport-error? #rx"unknown user \"no-such-user-fcgi\"")
+             (lambda () (open-listener (parse-listen-address (string-append "unix:" path))
+                                       #:socket-owner "no-such-user-fcgi")))
+  (check-false (exists? path)))
+
+(test-case "user and group names resolve through getpwnam and getgrnam"
+  (check-equal? (uid-of-user "root") 0)
+  (check-equal? (gid-of-group "root") 0)
+  (check-false (uid-of-user "no-such-user-fcgi"))
+  (check-false (gid-of-group "no-such-group-fcgi")))
+
+(test-case "unix listener: a stale socket file is replaced"
+  (define path (tmp "stale.sock"))
+  (define fd (c-socket AF_UNIX SOCK_STREAM 0))
+  (define sa (make-sockaddr-un (string->bytes/utf-8 path)))
+  (check-equal? (c-bind fd sa (bytes-length sa)) 0)
+  (c-close fd)
+  (check-true (exists? path))
+  (define l (open-listener (parse-listen-address (string-append "unix:" path))))
+  (check-equal? (round-trip l (lambda () (unix-socket-connect path))) "unix")
+  (listener-close! l))
+
+(test-case "unix listener: a live server or a regular file is refused, left untouched"
+  (define path (tmp "live.sock"))
+  (define spec (parse-listen-address (string-append "unix:" path)))
+  (define l (open-listener spec))
+  (check-exn (transport-error? #rx"another server is listening on unix:")
+             (lambda () (open-listener spec)))
+  ;; the probe's connection reaches the live server, which sees it close at once
+  (define-values (pi po peer) (listener-accept l))
+  (check-equal? (read-bytes 1 pi) eof)
+  (for-each close-port (list pi po))
+  (check-equal? (round-trip l (lambda () (unix-socket-connect path))) "unix")
+  (listener-close! l)
+  (define file (tmp "regular"))
+  (call-with-output-file file (lambda (o) (write-string "keep me" o)))
+  (check-exn (transport-error? #rx"not a socket")
+             (lambda () (open-listener (parse-listen-address (string-append "unix:" file)))))
+  (check-equal? (file->string file) "keep me"))
+
+(test-case "unix listener: close leaves alone a file that replaced our socket"
+  (define path (tmp "replaced.sock"))
+  (define l (open-listener (parse-listen-address (string-append "unix:" path))))
+  (delete-file path)
+  (call-with-output-file path (lambda (o) (write-string "new" o)))
+  (listener-close! l)
+  (check-equal? (file->string path) "new"))
+
+(test-case "unix listener: path too long for sun_path"
+  (define long-dir (build-path tmp-dir (make-string 100 #\d)))
+  (make-directory long-dir)
+  (check-exn (transport-error? #rx"socket path is [0-9]+ bytes, the limit is 107")
+             (lambda () (parameterize ([current-directory long-dir])
+                          (open-listener (parse-listen-address "unix:x.sock"))))))
+
+(test-case "TCP listeners on 127.0.0.1 and ::1: bound port, peer, TCP_NODELAY"
+  (for ([spec '("127.0.0.1:0" "[::1]:0" "localhost:0")]
+        [host '("127.0.0.1" "::1" "127.0.0.1")]
+        [rx (list #rx"^127\\.0\\.0\\.1:[0-9]+$" #rx"^\\[::1\\]:[0-9]+$" #rx"^127\\.0\\.0\\.1:")])
+    (define l (open-listener (parse-listen-address spec)))
+    (check-equal? (listener-kind l) 'tcp)
+    (check-regexp-match rx (listener-address l))
+    (check-true (> (listener-port l) 0))
+    (define-values (ci co) (tcp-connect host (listener-port l)))
+    (define-values (si so peer) (listener-accept l))
+    (check-equal? peer host spec)
+    (check-equal? (getsockopt-int (unsafe-port->file-descriptor so) IPPROTO_TCP TCP_NODELAY) 1)
+    (check-false (fd-listening-socket? (unsafe-port->file-descriptor so)))
+    (check-true (fd-listening-socket? (listener-fd l)))
+    (for-each close-port (list ci co si so))
+    (check-equal? (round-trip l (lambda () (tcp-connect host (listener-port l)))) host)
+    (listener-close! l)))
+
+(test-case "TCP: a port in use is one clear error"
+  (define l (open-listener (parse-listen-address "127.0.0.1:0")))
+  (check-exn (transport-error? #rx"^fastcgi: cannot bind 127\\.0\\.0\\.1:[0-9]+: .*\\(errno 98\\)$")
+             (lambda () (open-listener (parse-listen-address (listener-address l)))))
+  (listener-close! l))
+
+(test-case "socket-shutdown-write!: the peer reads EOF and can still send"
+  (define l (open-listener (parse-listen-address "127.0.0.1:0")))
+  (define-values (ci co) (tcp-connect "127.0.0.1" (listener-port l)))
+  (define-values (si so peer) (listener-accept l))
+  (write-string "bye" so)
+  (socket-shutdown-write! so)
+  (check-equal? (port->string ci) "bye")
+  (write-string "more\n" co)
+  (flush-output co)
+  (check-equal? (read-line si) "more")
+  (socket-shutdown-write! so)
+  (for-each close-port (list ci co si so))
+  (socket-shutdown-write! so)
+  (listener-close! l))
+
+(test-case "listener-accept blocks only its thread; close wakes it with an error"
+  (define l (open-listener (parse-listen-address "127.0.0.1:0")))
+  (define ticks 0)
+  (define ticker (thread (lambda () (let loop () (set! ticks (add1 ticks)) (sleep 0.01) (loop)))))
+  (define result (make-channel))
+  (define acceptor
+    (thread (lambda ()
+              (channel-put result (with-handlers ([(lambda (e) #t) values])
+                                    (listener-accept l))))))
+  (sleep 0.3)
+  (kill-thread ticker)
+  (check-true (> ticks 10))
+  (check-false (thread-dead? acceptor))
+  (listener-close! l)
+  (define e (sync/timeout 2 result))
+  (check-true ((transport-error? #rx"is closed") e))
+  (check-exn (transport-error? #rx"is closed") (lambda () (listener-accept l))))
+
+(test-case "fd-listening-socket? and fd:N listeners"
+  (define fds (make-bytes 8))
+  (check-equal? (c-pipe fds) 0)
+  (define r (integer-bytes->integer fds #t #f 0 4))
+  (define w (integer-bytes->integer fds #t #f 4 8))
+  (check-false (fd-listening-socket? r))
+  (check-exn (transport-error? (regexp (format "fd:~a is not a listening socket" r)))
+             (lambda () (open-listener (parse-listen-address (format "fd:~a" r)))))
+  (c-close r)
+  (c-close w)
+  (check-false (fd-listening-socket? 99999))
+  (define l (open-listener (parse-listen-address "127.0.0.1:0")))
+  (define dup-l (open-listener (parse-listen-address (format "fd:~a" (c-dup (listener-fd l))))))
+  (check-equal? (listener-kind dup-l) 'inherited)
+  (check-regexp-match #rx"^fd:[0-9]+$" (listener-address dup-l))
+  (check-equal? (round-trip dup-l (lambda () (tcp-connect "127.0.0.1" (listener-port l))))
+                "127.0.0.1")
+  (listener-close! dup-l)
+  (listener-close! l))
+
+;; run-child : listener string -> string
+;; Runs `sh -c script` with the listener (a dup of its fd) as stdin; the child accepts one
+;; connection and writes a line about its listener; returns that line.
+(define (run-child l script)
+  (define child-stdin (unsafe-file-descriptor->port (c-dup (listener-fd l)) 'listener '(read)))
+  (define-values (child out in err)
+    (subprocess (current-output-port) child-stdin (current-error-port) "/bin/sh" "-c" script))
+  (close-input-port child-stdin)
+  (define-values (ci co) (tcp-connect "127.0.0.1" (listener-port l)))
+  (define line (sync/timeout 20 (read-line-evt ci)))
+  (unless (sync/timeout 5 child) (subprocess-kill child #t))
+  (close-input-port ci)
+  (close-output-port co)
+  line)
+
+;; shell-quote : string -> string
+(define (shell-quote s)
+  (string-append "'" (string-replace s "'" "'\\''") "'"))
+
+(define child-program
+  (format "(require (file ~s))
+           (define l (inherited-listener))
+           (define-values (i o peer) (listener-accept l))
+           (void (write-string (format \"ok ~~a ~~a ~~a\\n\" (listener-kind l)
+                                       (listener-address l) (getenv \"LISTEN_FDS\"))
+                               o))
+           (close-output-port o)"
+          (path->string transport-module)))
+
+(test-case "inherited listener: fd 0 (FCGI_LISTENSOCK_FILENO) in a child process"
+  (define l (open-listener (parse-listen-address "127.0.0.1:0")))
+  (check-equal? (run-child l (format "exec ~a -e ~a" (find-exe) (shell-quote child-program)))
+                "ok inherited fd:0 #f")
+  (listener-close! l))
+
+(test-case "inherited listener: systemd socket activation on fd 3"
+  (define l (open-listener (parse-listen-address "127.0.0.1:0")))
+  (check-equal? (run-child l (format "export LISTEN_PID=$$ LISTEN_FDS=1; exec ~a -e ~a 3<&0 0</dev/null"
+                                     (find-exe) (shell-quote child-program)))
+                "ok inherited fd:3 #f")
+  (listener-close! l))
+
+(test-case "allowed clients"
+  (define table
+    '(("127.0.0.1" ("127.0.0.1") ("127.0.0.2" "::1"))
+      ("127.0.0.0/8" ("127.9.9.9" "127.0.0.1") ("128.0.0.1" "::1"))
+      ("::1" ("::1") ("127.0.0.1" "::2"))
+      ("::1/128, 10.0.0.1" ("::1" "10.0.0.1") ("10.0.0.2"))
+      ("::ffff:127.0.0.1" ("127.0.0.1") ("127.0.0.2"))
+      ("::ffff:10.0.0.0/104" ("10.1.2.3") ("11.0.0.1"))
+      ("2001:db8::/32" ("2001:db8::5") ("2001:db9::1" "1.2.3.4"))
+      ("10.0.0.0/9 garbage" ("10.127.0.1") ("10.128.0.1" "garbage"))
+      ("garbage, ,," () ("127.0.0.1" "::1" "0.0.0.0"))
+      ("1.2.3.4/33" () ("1.2.3.4"))
+      ("" () ("127.0.0.1" "::1"))))
+  (for ([row (in-list table)])
+    (define a (parse-allowed-clients (car row)))
+    (check-true (client-allowed? a "unix") (car row))
+    (for ([peer (in-list (cadr row))])
+      (check-true (client-allowed? a peer) (format "~s allows ~a" (car row) peer)))
+    (for ([peer (in-list (caddr row))])
+      (check-false (client-allowed? a peer) (format "~s denies ~a" (car row) peer)))))
+
+(test-case "allowed clients: invalid entries and an empty result are logged"
+  (define receiver (make-log-receiver fastcgi-logger 'warning 'fastcgi))
+  (parse-allowed-clients "garbage, ,,")
+  (define messages
+    (let loop ([acc '()])
+      (define v (sync/timeout 0.5 receiver))
+      (if v (loop (cons (vector-ref v 1) acc)) (reverse acc))))
+  (check-true (for/or ([m messages]) (regexp-match? #rx"invalid entry \"garbage\"" m)))
+  (check-true (for/or ([m messages]) (regexp-match? #rx"every TCP client is denied" m))))
+
+(delete-directory/files tmp-dir)
