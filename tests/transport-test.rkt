@@ -19,6 +19,13 @@
 
 (define c-dup (get-ffi-obj "dup" #f (_fun _int -> _int)))
 (define c-pipe (get-ffi-obj "pipe" #f (_fun _bytes -> _int)))
+(define c-fcntl (get-ffi-obj "fcntl" #f (_fun #:varargs-after 2 _int _int _int -> _int)))
+(define F_GETFL 3)
+(define F_SETFL 4)
+(define O_NONBLOCK #o4000)
+(define c-getrlimit (get-ffi-obj "getrlimit" #f (_fun _int _bytes -> _int)))
+(define c-setrlimit (get-ffi-obj "setrlimit" #f (_fun _int _bytes -> _int)))
+(define RLIMIT_NOFILE 7)
 
 (define tmp-dir (make-temporary-file "fcgi-transport-~a" 'directory))
 (define (tmp name) (path->string (build-path tmp-dir name)))
@@ -157,9 +164,11 @@
                           (open-listener (parse-listen-address "unix:x.sock"))))))
 
 (test-case "TCP listeners on 127.0.0.1 and ::1: bound port, peer, TCP_NODELAY"
-  (for ([spec '("127.0.0.1:0" "[::1]:0" "localhost:0")]
-        [host '("127.0.0.1" "::1" "127.0.0.1")]
-        [rx (list #rx"^127\\.0\\.0\\.1:[0-9]+$" #rx"^\\[::1\\]:[0-9]+$" #rx"^127\\.0\\.0\\.1:")])
+  ;; "[::]" is dual-stack: an IPv4 client arrives as ::ffff:127.0.0.1, reported as 127.0.0.1
+  (for ([spec '("127.0.0.1:0" "[::1]:0" "localhost:0" "[::]:0")]
+        [host '("127.0.0.1" "::1" "127.0.0.1" "127.0.0.1")]
+        [rx (list #rx"^127\\.0\\.0\\.1:[0-9]+$" #rx"^\\[::1\\]:[0-9]+$" #rx"^127\\.0\\.0\\.1:"
+                  #rx"^\\[::\\]:[0-9]+$")])
     (define l (open-listener (parse-listen-address spec)))
     (check-equal? (listener-kind l) 'tcp)
     (check-regexp-match rx (listener-address l))
@@ -213,6 +222,61 @@
   (check-true ((transport-error? #rx"is closed") e))
   (check-exn (transport-error? #rx"is closed") (lambda () (listener-accept l))))
 
+(test-case "several threads accept on one listener"
+  (define l (open-listener (parse-listen-address "127.0.0.1:0")))
+  (define results (make-channel))
+  (for ([i 3])
+    (thread (lambda ()
+              (define-values (i o peer) (listener-accept l))
+              (define line (read-line i))
+              (close-input-port i)
+              (close-output-port o)
+              (channel-put results line))))
+  (define clients
+    (for/list ([n 3])
+      (define-values (ci co) (tcp-connect "127.0.0.1" (listener-port l)))
+      (write-string (format "client ~a\n" n) co)
+      (flush-output co)
+      (list ci co)))
+  (check-equal? (sort (for/list ([n 3]) (sync/timeout 2 results)) string<?)
+                '("client 0" "client 1" "client 2"))
+  (for-each close-port (apply append clients))
+  (listener-close! l))
+
+(test-case "accept at the descriptor limit: logs, waits 0.1 s between tries, recovers"
+  (define l (open-listener (parse-listen-address "127.0.0.1:0")))
+  (define-values (ci co) (tcp-connect "127.0.0.1" (listener-port l)))
+  (define receiver (make-log-receiver fastcgi-logger 'warning 'fastcgi))
+  (define saved (make-bytes 16))
+  (c-getrlimit RLIMIT_NOFILE saved)
+  (define fillers '())
+  (define warnings
+    (dynamic-wind
+     (lambda ()
+       (define open-fds (length (directory-list "/proc/self/fd")))
+       (define low (bytes-append (integer->integer-bytes (+ open-fds 8) 8 #f) (subbytes saved 8)))
+       (c-setrlimit RLIMIT_NOFILE low)
+       (let fill ()
+         (define fd (c-socket AF_INET SOCK_STREAM 0))
+         (when (>= fd 0) (set! fillers (cons fd fillers)) (fill))))
+     (lambda ()
+       (define acceptor (thread (lambda () (listener-accept l))))
+       (sleep 0.35)
+       (check-false (thread-dead? acceptor))
+       (for-each c-close fillers)
+       (check-not-false (sync/timeout 2 acceptor))
+       (let loop ([n 0])
+         (define v (sync/timeout 0 receiver))
+         (cond [(not v) n]
+               [(regexp-match? #rx"Too many open files [(]errno 24[)]; retrying" (vector-ref v 1))
+                (loop (add1 n))]
+               [else (loop n)])))
+     (lambda () (c-setrlimit RLIMIT_NOFILE saved))))
+  (check-true (<= 2 warnings 6) (format "~a warnings in 0.35 s" warnings))
+  (close-input-port ci)
+  (close-output-port co)
+  (listener-close! l))
+
 (test-case "fd-listening-socket? and fd:N listeners"
   (define fds (make-bytes 8))
   (check-equal? (c-pipe fds) 0)
@@ -225,7 +289,11 @@
   (c-close w)
   (check-false (fd-listening-socket? 99999))
   (define l (open-listener (parse-listen-address "127.0.0.1:0")))
-  (define dup-l (open-listener (parse-listen-address (format "fd:~a" (c-dup (listener-fd l))))))
+  (define blocking-fd (c-dup (listener-fd l)))
+  (c-fcntl blocking-fd F_SETFL 0)
+  (check-equal? (bitwise-and (c-fcntl blocking-fd F_GETFL 0) O_NONBLOCK) 0)
+  (define dup-l (open-listener (parse-listen-address (format "fd:~a" blocking-fd))))
+  (check-equal? (bitwise-and (c-fcntl blocking-fd F_GETFL 0) O_NONBLOCK) O_NONBLOCK)
   (check-equal? (listener-kind dup-l) 'inherited)
   (check-regexp-match #rx"^fd:[0-9]+$" (listener-address dup-l))
   (check-equal? (round-trip dup-l (lambda () (tcp-connect "127.0.0.1" (listener-port l))))
@@ -270,7 +338,8 @@
 
 (test-case "inherited listener: systemd socket activation on fd 3"
   (define l (open-listener (parse-listen-address "127.0.0.1:0")))
-  (check-equal? (run-child l (format "export LISTEN_PID=$$ LISTEN_FDS=1; exec ~a -e ~a 3<&0 0</dev/null"
+  (check-equal? (run-child l (format "export LISTEN_PID=$$ LISTEN_FDS=1
+                                      exec ~a -e ~a 3<&0 0</dev/null"
                                      (find-exe) (shell-quote child-program)))
                 "ok inherited fd:3 #f")
   (listener-close! l))

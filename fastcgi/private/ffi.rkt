@@ -114,12 +114,11 @@
 ;; The 4- or 16-byte network form of a numeric IPv4 or IPv6 address, #f if it is neither.
 (define (ip->bytes str)
   (define c-str (bytes-append (string->bytes/utf-8 str) #"\0"))
-  (for/or ([af (list AF_INET AF_INET6)]
-           [size '(4 16)])
-    (define buf (make-bytes size 0))
-    (and (not (string-contains? str "\0"))
-         (= 1 (c-inet-pton af c-str buf))
-         buf)))
+  (and (not (string-contains? str "\0"))
+       (for/or ([af (list AF_INET AF_INET6)]
+                [size '(4 16)])
+         (define buf (make-bytes size 0))
+         (and (= 1 (c-inet-pton af c-str buf)) buf))))
 
 ;; bytes->ip : bytes -> string
 ;; Canonical text of a 4- or 16-byte address (inet_ntop compresses IPv6 zeros).

@@ -108,24 +108,29 @@
 
 ;; decoder-read! : decoder input-port -> (or/c natural eof)
 ;; One read of whatever the port has (at least one byte, blocking) into the free space.
+;; (The buffer may have grown past buffer-size through decoder-feed!.)
 (define (decoder-read! d in)
-  (when (> (decoder-end d) (- buffer-size (+ header-length max-content-length max-padding-length)))
+  (define size (bytes-length (decoder-buf d)))
+  (when (> (decoder-end d) (- size (+ header-length max-content-length max-padding-length)))
     (compact! d))
-  (define n (read-bytes-avail! (decoder-buf d) in (decoder-end d) buffer-size))
+  (define n (read-bytes-avail! (decoder-buf d) in (decoder-end d) size))
   (when (exact-integer? n) (set-decoder-end! d (+ (decoder-end d) n)))
   n)
 
 ;; decoder-feed! : decoder bytes -> void ; for tests and clients fed from elsewhere
+;; Takes any amount: the buffer grows when the bytes do not fit, since the caller cannot
+;; take records out in the middle of one feed. (It used to raise "decoder buffer full"
+;; for a feed larger than the free space, e.g. a whole multi-record stream.)
 (define (decoder-feed! d bs)
-  (let loop ([i 0])
-    (when (< i (bytes-length bs))
-      (compact! d)
-      (define room (- buffer-size (decoder-end d)))
-      (when (zero? room) (raise-protocol-error 'decoder-feed! "decoder buffer full"))
-      (define n (min room (- (bytes-length bs) i)))
-      (bytes-copy! (decoder-buf d) (decoder-end d) bs i (+ i n))
-      (set-decoder-end! d (+ (decoder-end d) n))
-      (loop (+ i n)))))
+  (when (> (+ (decoder-end d) (bytes-length bs)) (bytes-length (decoder-buf d)))
+    (compact! d))
+  (define end (+ (decoder-end d) (bytes-length bs)))
+  (when (> end (bytes-length (decoder-buf d)))
+    (define new (make-bytes (max end (* 2 (bytes-length (decoder-buf d))))))
+    (bytes-copy! new 0 (decoder-buf d) 0 (decoder-end d))
+    (set-decoder-buf! d new))
+  (bytes-copy! (decoder-buf d) (decoder-end d) bs)
+  (set-decoder-end! d end))
 
 ;; decoder-next! : decoder -> (or/c record #f)
 ;; The next complete record, or #f when more bytes are needed.

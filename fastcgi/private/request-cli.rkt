@@ -35,18 +35,18 @@
 
 ;; parse-options : (vectorof string) -> options
 (define (parse-options argv)
-  (define method #f)
+  (define method* #f)
   (define headers '())
   (define body #f)
   (define params '())
-  (define role 'responder)
+  (define role* 'responder)
   (define filter-data #f)
   (define keep-conn? #t)
   (define get-values? #f)
   (define repeat #f)
   (define concurrent #f)
   (define output 'body)
-  (define timeout 30)
+  (define timeout* 30)
   (define (positive-integer flag s)
     (define n (string->number s))
     (unless (exact-positive-integer? n) (usage-error "~a expects a positive integer, given ~s" flag s))
@@ -56,26 +56,27 @@
      #:program program
      #:argv argv
      #:once-each
-     [("--method") m "HTTP method (default GET, or POST when a body is given)" (set! method m)]
+     [("--method") method "HTTP method (default GET, or POST when a body is given)"
+      (set! method* method)]
      #:multi
-     [("-H" "--header") h "Add the request header \"Name: value\" (sent as HTTP_NAME)"
-      (define m (regexp-match #rx"^([^: \t]+)[ \t]*:[ \t]*(.*)$" h))
-      (unless m (usage-error "--header expects \"Name: value\", given ~s" h))
+     [("-H" "--header") header "Add the request header \"Name: value\" (sent as HTTP_NAME)"
+      (define m (regexp-match #rx"^([^: \t]+)[ \t]*:[ \t]*(.*)$" header))
+      (unless m (usage-error "--header expects \"Name: value\", given ~s" header))
       (set! headers (append headers (list (cons (cadr m) (caddr m)))))]
-     [("-p" "--param") nv "Add or override the raw FastCGI param NAME=VALUE"
-      (define m (regexp-match #rx"^([^=]+)=(.*)$" nv))
-      (unless m (usage-error "--param expects NAME=VALUE, given ~s" nv))
+     [("-p" "--param") name=value "Add or override the raw FastCGI param <name>"
+      (define m (regexp-match #rx"^([^=]+)=(.*)$" name=value))
+      (unless m (usage-error "--param expects NAME=VALUE, given ~s" name=value))
       (set! params (append params (list (cons (cadr m) (caddr m)))))]
      #:once-any
      [("-d" "--data-file") file "Send the body from <file> (- for stdin)"
       (set! body (if (equal? file "-") 'stdin (string->path file)))]
      [("--stdin") "Send the body from stdin" (set! body 'stdin)]
      #:once-each
-     [("--role") r "responder, authorizer or filter (default responder)"
-      (set! role (case r
-                   [("responder" "authorizer" "filter") (string->symbol r)]
-                   [else (usage-error "--role expects responder, authorizer or filter, given ~s"
-                                      r)]))]
+     [("--role") role "responder, authorizer or filter (default responder)"
+      (set! role* (case role
+                    [("responder" "authorizer" "filter") (string->symbol role)]
+                    [else (usage-error "--role expects responder, authorizer or filter, given ~s"
+                                       role)]))]
      [("--filter-data") file "Send <file> as the DATA stream (filter role)"
       (set! filter-data (string->path file))]
      [("--no-keep-conn") "Let the application close the connection after the reply"
@@ -91,19 +92,20 @@
      [("-i" "--include") "Print the status line and headers, then the body"
       (set! output 'include)]
      #:once-each
-     [("--timeout") secs "Seconds to wait to connect and for each reply (default 30)"
-      (define n (string->number secs))
-      (unless (and (real? n) (positive? n)) (usage-error "--timeout expects seconds, given ~s" secs))
-      (set! timeout n)]
+     [("--timeout") seconds "Seconds to wait to connect and for each reply (default 30)"
+      (define n (string->number seconds))
+      (unless (and (real? n) (positive? n))
+        (usage-error "--timeout expects seconds, given ~s" seconds))
+      (set! timeout* n)]
      #:args (address [uri "/"])
      (values address uri)))
   (define total (or repeat concurrent 1))
   (when (and (not keep-conn?) (> total 1))
     (usage-error "--no-keep-conn cannot be combined with --repeat or --concurrent"))
-  (options address uri (or method (if body "POST" "GET")) headers
+  (options address uri (or method* (if body "POST" "GET")) headers
            (if (eq? body 'stdin) (port->bytes (current-input-port)) body)
-           params role filter-data keep-conn? get-values? total (min total (or concurrent 1))
-           output timeout))
+           params role* filter-data keep-conn? get-values? total (min total (or concurrent 1))
+           output timeout*))
 
 ;; run : options -> natural ; the exit code
 (define (run o)
@@ -155,7 +157,10 @@
 (define (run-one c o)
   (define-values (evt close!) (call-evt c o))
   (define r (dynamic-wind void (λ () (sync evt)) close!))
-  (write-bytes (fcgi-reply-stderr r) (current-error-port))
+  (define err (fcgi-reply-stderr r))
+  (write-bytes err (current-error-port))
+  (unless (or (zero? (bytes-length err)) (regexp-match? #rx#"\n$" err))
+    (newline (current-error-port)))
   (define out (fcgi-reply-stdout r))
   (define ps (fcgi-reply-protocol-status r))
   (define status
@@ -189,11 +194,12 @@
   (define results (make-channel))
   (define (start! n)
     (define t0 (current-inexact-monotonic-milliseconds))
-    (thread (λ ()
-              (define r (with-handlers ([exn:fail? values])
-                          (define-values (evt close!) (call-evt c o))
-                          (dynamic-wind void (λ () (sync evt)) close!)))
-              (channel-put results (list n r (- (current-inexact-monotonic-milliseconds) t0))))))
+    (define (finish r)
+      (channel-put results (list n r (- (current-inexact-monotonic-milliseconds) t0))))
+    (with-handlers ([exn:fail? (λ (e) (thread (λ () (finish e))))])
+      (define-values (evt close!) (call-evt c o))
+      (thread (λ () (finish (with-handlers ([exn:fail? values])
+                              (dynamic-wind void (λ () (sync evt)) close!)))))))
   (define total (options-repeat o))
   (for ([n (in-range (options-concurrent o))]) (start! n))
   (for/fold ([code 0]) ([_ (in-range total)] [next (in-naturals (options-concurrent o))])

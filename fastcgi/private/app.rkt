@@ -1,0 +1,24 @@
+#lang racket/base
+;; Loading an application file for `raco fastcgi serve` and `dev`.
+;; A servlet app provides `start : request -> response`; a raw app provides
+;; `fastcgi-handler : fastcgi-request -> any` and, optionally, `fastcgi-roles`.
+(require racket/path
+         "limits.rkt"
+         "web.rkt")
+(provide load-app)
+
+;; load-app : path-string limits -> (values (fastcgi-request -> any) (listof symbol))
+(define (load-app file lim)
+  (define path (simple-form-path file))
+  (unless (file-exists? path)
+    (raise-user-error 'raco-fastcgi "application file not found: ~a" file))
+  (define start (dynamic-require path 'start (λ () #f)))
+  (define raw (dynamic-require path 'fastcgi-handler (λ () #f)))
+  (cond
+    [(procedure? start) (values (servlet->handler start lim) '(responder))]
+    [(procedure? raw)
+     (values raw (dynamic-require path 'fastcgi-roles (λ () '(responder))))]
+    [else
+     (raise-user-error 'raco-fastcgi
+                       "~a provides neither `start` (a servlet: request -> response) nor `fastcgi-handler` (raw)"
+                       file)]))

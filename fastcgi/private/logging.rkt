@@ -1,0 +1,46 @@
+#lang racket/base
+;; Log lines of the `fastcgi` logger (and the application's own `fastcgi`-topic lines) to
+;; stderr, one line each: time, level, message. Messages are escaped where they are made.
+(require racket/date
+         "log.rkt")
+(provide start-stderr-logging!
+         flush-logging)
+
+(define done (make-semaphore 0))
+(define printer #f)
+
+;; start-stderr-logging! : symbol -> void
+(define (start-stderr-logging! level)
+  (define receiver (make-log-receiver fastcgi-logger level 'fastcgi))
+  (define err (current-error-port))
+  (set! printer
+        (thread
+         (λ ()
+           (let loop ()
+             (define v (sync receiver (thread-receive-evt)))
+             (cond
+               [(vector? v)
+                (write-line (vector-ref v 0) (vector-ref v 1) err)
+                (loop)]
+               [else
+                ;; flush: print what is already queued, then signal
+                (thread-receive)
+                (let drain ()
+                  (define v (sync/timeout 0 receiver))
+                  (when v (write-line (vector-ref v 0) (vector-ref v 1) err) (drain)))
+                (semaphore-post done)
+                (loop)]))))))
+
+;; write-line : symbol string output-port -> void
+(define (write-line level msg out)
+  (define d (seconds->date (current-seconds) #f))
+  (fprintf out "~a ~a ~a\n"
+           (parameterize ([date-display-format 'iso-8601]) (date->string d #t))
+           level msg)
+  (flush-output out))
+
+;; flush-logging : -> void ; wait (at most 2 s) until queued log lines are printed
+(define (flush-logging)
+  (when printer
+    (thread-send printer 'flush #f)
+    (sync/timeout 2 done)))

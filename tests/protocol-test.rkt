@@ -1,0 +1,274 @@
+#lang racket/base
+;; The codec (fastcgi/private/protocol.rkt): byte-vector tables in the style of Go's
+;; net/http/fcgi fcgi_test.go, hostile pair lengths, and a random-chunking property.
+(require racket/list
+         rackunit
+         "../fastcgi/private/protocol.rkt")
+
+;; decode-all : bytes -> (listof record) ; the whole stream fed at once
+(define (decode-all bs)
+  (define d (make-decoder))
+  (decoder-feed! d bs)
+  (begin0 (drain! d '()) (check-equal? (decoder-buffered d) 0 "bytes left over")))
+
+;; drain! : decoder (listof record) -> (listof record) ; acc newest first, result in order
+(define (drain! d acc)
+  (define r (decoder-next! d))
+  (if r (drain! d (cons r acc)) (reverse acc)))
+
+;; stream-bytes : (output-port -> any) -> bytes
+(define (stream-bytes write!)
+  (define out (open-output-bytes))
+  (write! out)
+  (get-output-bytes out))
+
+(define (protocol-error? e) (exn:fail:fastcgi:protocol? e))
+
+;; -- name-value pairs ---------------------------------------------------------------------
+(define name127 (make-bytes 127 (char->integer #\n)))
+(define name128 (make-bytes 128 (char->integer #\N)))
+(define value200 (make-bytes 200 (char->integer #\v)))
+
+(test-case "pairs: exact encodings with 1- and 4-byte lengths"
+  (for ([row (in-list
+              `(((("a" . "b")) #"\1\1ab")
+                (((#"" . #"")) #"\0\0")
+                ((("SCRIPT_NAME" . "/x")) #"\v\2SCRIPT_NAME/x")
+                (((,name127 . #"x")) ,(bytes-append #"\177\1" name127 #"x"))
+                (((,name128 . #"x")) ,(bytes-append #"\200\0\0\200\1" name128 #"x"))
+                (((,name127 . ,value200)) ,(bytes-append #"\177\200\0\0\310" name127 value200))
+                (((,name128 . ,value200))
+                 ,(bytes-append #"\200\0\0\200\200\0\0\310" name128 value200))
+                ((("A" . "1") ("B" . "")) #"\1\1A1\1\0B")))])
+    (define pairs (first row))
+    (define expected (second row))
+    (check-equal? (pairs->bytes pairs) expected)
+    (define (->b v) (if (string? v) (string->bytes/utf-8 v) v))
+    (check-equal? (parse-pairs expected)
+                  (for/list ([p pairs]) (cons (->b (car p)) (->b (cdr p)))))))
+
+(test-case "pairs: round trip keeps order and duplicates; start/end bounds"
+  (define pairs (for/list ([i 300])
+                  (cons (make-bytes (modulo (* i 7) 300) (modulo i 256))
+                        (make-bytes (modulo (* i 13) 500) (modulo (* i 3) 256)))))
+  (define all (append pairs (list (cons #"DUP" #"1") (cons #"DUP" #"2"))))
+  (check-equal? (parse-pairs (pairs->bytes all)) all)
+  (define bs (bytes-append #"junk" (pairs->bytes '(("X" . "y"))) #"tail"))
+  (check-equal? (parse-pairs bs 4 (- (bytes-length bs) 4)) '((#"X" . #"y"))))
+
+(test-case "pairs: declared lengths beyond what remains are protocol errors"
+  (for ([bad (in-list
+              (list #"\1"                            ; value length missing
+                    #"\5\1abc"                       ; name runs past the end
+                    #"\1\5ab"                        ; value runs past the end
+                    #"\1\1ab\2"                      ; a good pair, then a truncated one
+                    #"\200\0\0"                      ; truncated 4-byte name length
+                    #"\1\200\0\0\1"                  ; truncated 4-byte value length
+                    #"\200\0\1\0\1abc"               ; 256-byte name, 3 bytes present
+                    (bytes-append #"\177\1" name127)))]) ; value byte missing
+    (check-exn protocol-error? (λ () (parse-pairs bad)) (format "~s" bad))))
+
+(test-case "pairs: lengths near 2^31 are rejected at once, without allocating"
+  (for ([bad (in-list
+              (list #"\377\377\377\377\1ab"          ; name length #x7FFFFFFF
+                    #"\1\377\377\377\377ab"          ; value length #x7FFFFFFF
+                    #"\377\377\377\377\377\377\377\377ab" ; both: no 32-bit overflow
+                    #"\200\0\0\1\377\377\377\377a"   ; sum wraps in 32 bits only
+                    #"\177\377\377\377\377"))])      ; 127-byte name, huge value
+    (define t0 (current-inexact-milliseconds))
+    (check-exn protocol-error? (λ () (parse-pairs bad)) (format "~s" bad))
+    (check-true (< (- (current-inexact-milliseconds) t0) 50) "took too long")))
+
+(test-case "pairs: max-pairs"
+  (define three (pairs->bytes '(("a" . "1") ("b" . "2") ("c" . "3"))))
+  (check-equal? (length (parse-pairs three #:max-pairs 3)) 3)
+  (check-exn protocol-error? (λ () (parse-pairs three #:max-pairs 2)))
+  (check-equal? (parse-pairs #"" #:max-pairs 0) '()))
+
+;; -- records ------------------------------------------------------------------------------
+(test-case "records: exact header bytes and padding"
+  (for ([row (in-list
+              '((stdout 1 5 #"\1\6\0\1\0\5\3\0")
+                (stdin 300 1000 #"\1\5\1\54\3\350\0\0")
+                (begin-request 65535 8 #"\1\1\377\377\0\10\0\0")
+                (params 1 0 #"\1\4\0\1\0\0\0\0")
+                (stdout 1 65535 #"\1\6\0\1\377\377\1\0")
+                (42 0 1 #"\1\52\0\0\0\1\7\0")))])
+    (check-equal? (apply record-header (drop-right row 1)) (last row) (format "~s" row)))
+  (check-equal? (record-header 'stdin 1 65535 255) #"\1\5\0\1\377\377\377\0")
+  (check-equal? (for/list ([n '(0 1 7 8 9 15 16 65528 65535)]) (padding-for n))
+                '(0 7 1 0 7 1 0 0 1))
+  (check-equal? (record->bytes 'stdout 1 #"hello") #"\1\6\0\1\0\5\3\0hello\0\0\0")
+  (check-equal? (stream-bytes (λ (o) (write-record 'stderr 2 #"xxabcyy" o 2 5)))
+                #"\1\7\0\2\0\3\5\0abc\0\0\0\0\0")
+  (check-exn exn:fail:contract? (λ () (record->bytes 'stdout 1 (make-bytes 65536)))))
+
+(test-case "records: content 65535 with padding 255, then the next record"
+  (define content (apply bytes (for/list ([i 65535]) (modulo i 251))))
+  (define bs (bytes-append (record-header 'stdin 7 65535 255) content (make-bytes 255 #xAA)
+                           (record->bytes 'stdin 7 #"")))
+  (check-equal? (bytes-length bs) (+ 8 65535 255 8))
+  (define recs (decode-all bs))
+  (check-equal? (length recs) 2)
+  (check-equal? (bytes-length (record-content (first recs))) 65535)
+  (check-equal? (first recs) (record 'stdin 7 content))
+  (check-equal? (second recs) (record 'stdin 7 #"")))
+
+(test-case "records: a 66000-byte stream is 65528 + 472 bytes, then the empty record"
+  ;; Go's test splits at 65535 with padding; this codec writes 65528-byte records, which
+  ;; need no padding. (66000 - 65528 = 472, also a multiple of 8.)
+  (define content (apply bytes (for/list ([i 66000]) (modulo i 256))))
+  (define bs (stream-bytes (λ (o) (write-stream 'stdin 300 content o))))
+  (check-equal? bs (bytes-append #"\1\5\1\54\377\370\0\0" (subbytes content 0 65528)
+                                 #"\1\5\1\54\1\330\0\0" (subbytes content 65528)
+                                 #"\1\5\1\54\0\0\0\0"))
+  (define recs (decode-all bs))
+  (check-equal? (map (λ (r) (bytes-length (record-content r))) recs) '(65528 472 0))
+  (check-equal? (apply bytes-append (map record-content recs)) content)
+  (define odd (stream-bytes (λ (o) (write-stream 'stdout 1 (make-bytes 72001 1) o #:end? #f))))
+  (check-equal? (map (λ (r) (bytes-length (record-content r))) (decode-all odd)) '(65528 6473))
+  (check-equal? (bytes-length odd) (+ 8 65528 8 6473 7)))
+
+(test-case "records: an empty stream is just the empty record"
+  (check-equal? (stream-bytes (λ (o) (write-stream 'stdout 1 #"" o))) #"\1\6\0\1\0\0\0\0"))
+
+(test-case "records: a version other than 1 is a protocol error"
+  (for ([v '(0 2 255)])
+    (define d (make-decoder))
+    (decoder-feed! d (bytes v 1 0 1 0 8 0 0))
+    (check-exn protocol-error? (λ () (decoder-next! d)) (format "version ~a" v))))
+
+(test-case "records: partial header and partial content give #f until complete"
+  (define bs (record->bytes 'params 9 #"abc"))
+  (define d (make-decoder))
+  (for ([b (in-bytes (subbytes bs 0 (sub1 (bytes-length bs))))])
+    (decoder-feed! d (bytes b))
+    (check-false (decoder-next! d)))
+  (decoder-feed! d (subbytes bs (sub1 (bytes-length bs))))
+  (check-equal? (decoder-next! d) (record 'params 9 #"abc"))
+  (check-false (decoder-next! d)))
+
+(test-case "records: decoder-read! from a port"
+  (define bs (bytes-append (record->bytes 'stdin 1 (make-bytes 40000 3))
+                           (record->bytes 'data 2 #"x")))
+  (define d (make-decoder))
+  (define in (open-input-bytes bs))
+  (let loop ([acc '()])
+    (define r (decoder-next! d))
+    (cond [r (loop (cons r acc))]
+          [(eof-object? (decoder-read! d in))
+           (check-equal? (reverse acc) (list (record 'stdin 1 (make-bytes 40000 3))
+                                             (record 'data 2 #"x")))]
+          [else (loop acc)])))
+
+(test-case "management answers: exact GET_VALUES_RESULT, UNKNOWN_TYPE, END_REQUEST bytes"
+  (check-equal? (record->bytes 'get-values-result 0
+                               (pairs->bytes '(("FCGI_MPXS_CONNS" . "1"))))
+                #"\1\n\0\0\0\22\6\0\17\1FCGI_MPXS_CONNS1\0\0\0\0\0\0")
+  (check-equal? (record->bytes 'get-values-result 0
+                               (pairs->bytes '(("FCGI_MAX_CONNS" . "10") ("FCGI_MAX_REQS" . "50"))))
+                #"\1\n\0\0\0\43\5\0\16\2FCGI_MAX_CONNS10\15\2FCGI_MAX_REQS50\0\0\0\0\0")
+  (check-equal? (record->bytes 'unknown-type 0 (unknown-type-content 42))
+                #"\1\v\0\0\0\b\0\0\52\0\0\0\0\0\0\0")
+  (check-equal? (parse-unknown-type (unknown-type-content 42)) 42)
+  (check-equal? (parse-unknown-type (unknown-type-content 'stdout)) 'stdout)
+  (check-equal? (end-request-content 0 'request-complete) #"\0\0\0\0\0\0\0\0")
+  (check-equal? (end-request-content #x01020304 'overloaded) #"\1\2\3\4\2\0\0\0")
+  (check-equal? (end-request-content #xFFFFFFFF 'unknown-role) #"\377\377\377\377\3\0\0\0")
+  (check-equal? (record->bytes 'end-request 1 (end-request-content 0 'cant-mpx-conn))
+                #"\1\3\0\1\0\b\0\0\0\0\0\0\1\0\0\0")
+  (define-values (app proto) (parse-end-request #"\0\0\1\0\3\0\0\0"))
+  (check-equal? (list app proto) '(256 unknown-role))
+  (check-exn protocol-error? (λ () (parse-end-request #"\0\0\0"))))
+
+(test-case "begin-request content both ways"
+  (check-equal? (begin-request-content 'responder #t) #"\0\1\1\0\0\0\0\0")
+  (check-equal? (begin-request-content 'filter #f) #"\0\3\0\0\0\0\0\0")
+  (check-equal? (begin-request-content 99 #f) #"\0\143\0\0\0\0\0\0")
+  (for ([row '((#"\0\1\1\0\0\0\0\0" responder #t) (#"\0\2\0\0\0\0\0\0" authorizer #f)
+               (#"\0\3\377\0\0\0\0\0" filter #t) (#"\1\0\0\0\0\0\0\0" 256 #f))])
+    (define-values (role keep?) (parse-begin-request (first row)))
+    (check-equal? (list role keep?) (rest row)))
+  (check-exn protocol-error? (λ () (parse-begin-request #"\0\1\0\0\0\0\0")))
+  (check-exn protocol-error? (λ () (parse-begin-request (make-bytes 9 0)))))
+
+;; -- random chunking ----------------------------------------------------------------------
+;; random-stream : natural -> (values bytes (listof record))
+;; Records of random types and ids: whole streams through write-stream (0..70000 bytes),
+;; and single records with random padding (filled with junk, which must be skipped).
+(define (random-stream n)
+  (define out (open-output-bytes))
+  (define expected
+    (append*
+     (for/list ([_ n])
+       (define type (list-ref '(1 2 3 4 5 6 7 8 9 10 11 42 200) (random 13)))
+       (define sym (if (<= 1 type 11) (type->symbol type) type))
+       (define id (if (zero? (random 4)) (random 3) (random 65536)))
+       (cond
+         [(zero? (random 2))
+          (define content (random-bytes (random-length 70000)))
+          (write-stream type id content out)
+          (append (for/list ([i (in-range 0 (bytes-length content) 65528)])
+                    (record sym id (subbytes content i (min (bytes-length content) (+ i 65528)))))
+                  (list (record sym id #"")))]
+         [else
+          (define content (random-bytes (random-length 65535)))
+          (define pad (random 256))
+          (write-bytes (record-header type id (bytes-length content) pad) out)
+          (write-bytes content out)
+          (write-bytes (make-bytes pad (random 256)) out)
+          (list (record sym id content))]))))
+  (values (get-output-bytes out) expected))
+
+;; random-length : natural -> natural ; small sizes are as likely as large ones
+(define (random-length max)
+  (case (random 4)
+    [(0) 0]
+    [(1) (random 1 20)]
+    [(2) (random 1 2000)]
+    [else (random 0 (add1 max))]))
+
+(define (random-bytes n)
+  (define bs (make-bytes n (random 256)))
+  (for ([_ (in-range (min n 64))]) (bytes-set! bs (random n) (random 256)))
+  bs)
+
+;; decode-chunked : bytes -> (listof record) ; fed in random chunks of 1..100000 bytes
+(define (decode-chunked bs)
+  (define d (make-decoder))
+  (let loop ([i 0] [acc '()])
+    (cond
+      [(= i (bytes-length bs))
+       (check-equal? (decoder-buffered d) 0)
+       (reverse acc)]
+      [else
+       (define j (min (bytes-length bs)
+                      (+ i (if (zero? (random 3)) (random 1 100) (random 1 100001)))))
+       (decoder-feed! d (subbytes bs i j))
+       (loop j (let drain ([acc acc])
+                 (define r (decoder-next! d))
+                 (if r (drain (cons r acc)) acc)))])))
+
+;; decode-all/bytewise : bytes -> (listof record) ; one byte per feed
+(define (decode-all/bytewise bs)
+  (define d (make-decoder))
+  (for/fold ([acc '()] #:result (reverse acc)) ([b (in-bytes bs)])
+    (decoder-feed! d (bytes b))
+    (define r (decoder-next! d))
+    (if r (cons r acc) acc)))
+
+;; drain-prefix : bytes -> (listof record) ; the complete records of a prefix, fed whole
+(define (drain-prefix bs)
+  (define d (make-decoder))
+  (decoder-feed! d bs)
+  (drain! d '()))
+
+(test-case "random chunking: every split decodes to the same records"
+  (random-seed 20240607)
+  (for ([round 4])
+    (define-values (bs expected) (random-stream 50))
+    (check-equal? (decode-all bs) expected "fed whole")
+    (for ([split 6])
+      (check-equal? (decode-chunked bs) expected (format "round ~a, split ~a" round split)))
+    (define tiny (subbytes bs 0 (min (bytes-length bs) 3000)))
+    (check-equal? (decode-all/bytewise tiny) (drain-prefix tiny) "byte by byte")))
