@@ -27,6 +27,7 @@
 (define params/c (or/c (listof (cons/c name/c name/c)) (hash/c name/c name/c)))
 (define body/c (or/c bytes? input-port?))
 (define timeout/c (and/c real? positive?))
+(define headers/c (listof (cons/c string? string?)))
 (define call/c
   (->* (fcgi-client? #:params params/c)
        (#:stdin body/c
@@ -45,24 +46,15 @@
   [fcgi-client-close (-> fcgi-client? void?)]
   [fastcgi-call call/c]
   [fastcgi-call-evt call/c]
-  [fastcgi-get-values (->* (fcgi-client? (listof string?)) (#:timeout timeout/c)
-                           (listof (cons/c string? string?)))]
+  [fastcgi-get-values (->* (fcgi-client? (listof string?)) (#:timeout timeout/c) headers/c)]
   [fastcgi-abort (-> fcgi-client? (integer-in 1 65535) void?)]
   [fastcgi-send-raw (-> fcgi-client? bytes? void?)]
-  [parse-cgi-response (-> bytes? (values (integer-in 100 999)
-                                         (listof (cons/c string? string?))
-                                         bytes?))]
+  [parse-cgi-response (-> bytes? (values (integer-in 100 999) headers/c bytes?))]
   [fastcgi-request (->* (string?)
-                        (#:method string?
-                         #:uri string?
-                         #:headers (listof (cons/c string? string?))
-                         #:body body/c
+                        (#:method string? #:uri string? #:headers headers/c #:body body/c
                          #:content-length (or/c #f exact-nonnegative-integer?)
-                         #:params-extra (listof (cons/c name/c name/c))
-                         #:timeout timeout/c)
-                        (values (integer-in 100 999)
-                                (listof (cons/c string? string?))
-                                bytes?))]))
+                         #:params-extra (listof (cons/c name/c name/c)) #:timeout timeout/c)
+                        (values (integer-in 100 999) headers/c bytes?))]))
 
 ;; For `raco fastcgi request`, which builds its own calls.
 (module+ private (provide cgi-params override-params))
@@ -108,14 +100,12 @@
 
 ;; parse-address : string -> (or/c path-string (cons string port-number) #f)
 (define (parse-address a)
-  (define (host+port host port)
-    (define n (string->number port))
-    (and (<= 1 n 65535) (cons host n)))
   (cond
     [(regexp-match #rx"^unix:(.+)$" a) => cadr]
     [(regexp-match? #rx"^/" a) a]
-    [(regexp-match #rx"^\\[([^]]+)\\]:([0-9]+)$" a) => (λ (m) (host+port (cadr m) (caddr m)))]
-    [(regexp-match #rx"^([^:]+):([0-9]+)$" a) => (λ (m) (host+port (cadr m) (caddr m)))]
+    [(regexp-match #rx"^(?:\\[([^]]+)\\]|([^:]+)):([0-9]+)$" a)
+     => (λ (m) (define port (string->number (cadddr m)))
+          (and (<= 1 port 65535) (cons (or (cadr m) (caddr m)) port)))]
     [else #f]))
 
 ;; exn-reason : exn -> string ; the system's words from a connect error, on one line
@@ -146,8 +136,8 @@
           (set-fcgi-client-waiters! c '())
           (values calls waiters)]))))
   (for ([p (in-list calls)])
-    (complete! p (make-exn "fastcgi-call: connection closed before END_REQUEST for request id ~a (~a)"
-                           (pending-id p) reason)))
+    (complete! p (make-exn "fastcgi-call: connection closed before END_REQUEST ~a (~a)"
+                           (format "for request id ~a" (pending-id p)) reason)))
   (for ([w (in-list waiters)])
     (complete! w (make-exn "fastcgi-get-values: connection closed before GET_VALUES_RESULT (~a)"
                            reason)))
@@ -161,7 +151,8 @@
 (define (check-open c who)
   (define reason (fcgi-client-closed c))
   (when reason
-    (raise (make-exn "~a: the connection to ~a is closed (~a)" who (fcgi-client-address c) reason))))
+    (raise (make-exn "~a: the connection to ~a is closed (~a)"
+                     who (fcgi-client-address c) reason))))
 
 ;; ---------------------------------------------------------------------------------------
 ;; Reading: one thread per connection.
@@ -312,11 +303,8 @@
                        (λ ()
                          (check-open c 'fastcgi-get-values)
                          (set-fcgi-client-waiters! c (append (fcgi-client-waiters c) (list w)))))
-  (write-locked! c (λ (out)
-                     (write-stream 'get-values 0 (pairs->bytes (for/list ([n (in-list names)])
-                                                                 (cons n #"")))
-                                   out #:end? #f)
-                     (flush-output out)))
+  (define content (pairs->bytes (for/list ([n (in-list names)]) (cons n #""))))
+  (send-now! c 'fastcgi-get-values (λ (out) (write-record 'get-values 0 content out)))
   (define r (sync (slot-evt w "fastcgi-get-values" timeout)))
   (when (eq? (record-type r) 'unknown-type)
     (raise (make-exn "fastcgi-get-values: the application answered UNKNOWN_TYPE")))
@@ -327,12 +315,20 @@
 ;; Sends ABORT_REQUEST when id is in flight; the call then ends with the END_REQUEST.
 (define (fastcgi-abort c id)
   (when (hash-has-key? (fcgi-client-pending c) id)
-    (write-locked! c (λ (out) (write-record 'abort-request id #"" out) (flush-output out)))))
+    (send-now! c 'fastcgi-abort (λ (out) (write-record 'abort-request id #"" out)))))
 
 ;; fastcgi-send-raw : fcgi-client bytes -> void ; the bytes as they are, for hostile tests
 (define (fastcgi-send-raw c bs)
   (check-open c 'fastcgi-send-raw)
-  (write-locked! c (λ (out) (write-bytes bs out) (flush-output out))))
+  (send-now! c 'fastcgi-send-raw (λ (out) (write-bytes bs out))))
+
+;; send-now! : fcgi-client symbol (output-port -> any) -> void
+;; Writes and flushes under the lock; a failure to write becomes an exn:fail:fastcgi.
+(define (send-now! c who proc)
+  (with-handlers ([(λ (e) (and (exn:fail? e) (not (exn:fail:fastcgi? e))))
+                   (λ (e) (raise (make-exn "~a: cannot write to ~a: ~a"
+                                           who (fcgi-client-address c) (exn-message e))))])
+    (write-locked! c (λ (out) (proc out) (flush-output out)))))
 
 ;; ---------------------------------------------------------------------------------------
 ;; CGI responses and whole HTTP-like requests.
@@ -345,7 +341,8 @@
   (let loop ([i 0] [headers '()])
     (define nl (regexp-match-positions #rx#"\n" bs i))
     (define eol (if nl (caar nl) len))
-    (define line (subbytes bs i (if (and (> eol i) (= 13 (bytes-ref bs (sub1 eol)))) (sub1 eol) eol)))
+    (define end (if (and (> eol i) (= 13 (bytes-ref bs (sub1 eol)))) (sub1 eol) eol))
+    (define line (subbytes bs i end))
     (cond
       [(zero? (bytes-length line))
        (define hs (reverse headers))

@@ -9,6 +9,7 @@
          racket/string
          racket/unix-socket
          rackunit
+         (submod "../fastcgi/client.rkt" private)
          "../fastcgi/client.rkt"
          "../fastcgi/private/protocol.rkt")
 
@@ -18,7 +19,8 @@
               (#"Status: 404 Not Found\nX-A:  b \n\nnope\n\nmore"
                404 (("Status" . "404 Not Found") ("X-A" . "b")) #"nope\n\nmore")
               (#"Location: /x\r\n\r\n" 302 (("Location" . "/x")) #"")
-              (#"Status: 301\r\nLocation: /y\r\n\r\n" 301 (("Status" . "301") ("Location" . "/y")) #"")
+              (#"Status: 301\r\nLocation: /y\r\n\r\n"
+               301 (("Status" . "301") ("Location" . "/y")) #"")
               (#"status: 503 Busy\n\n" 503 (("status" . "503 Busy")) #"")
               (#"X-Only: 1\n" 200 (("X-Only" . "1")) #"")
               (#"" 200 () #"")
@@ -28,8 +30,23 @@
 (for ([bad (in-list '(#"just text" #"Status: abc\n\n" #": empty name\n\n"))])
   (check-exn exn:fail:fastcgi:protocol? (λ () (parse-cgi-response bad)) (format "~s" bad)))
 
+;; -- the params a front sends ---------------------------------------------------------------
+(let ([ps (cgi-params "POST" "/a%20b/c?x=1#frag"
+                      '(("Host" . "example.org:8080") ("Content-Type" . "text/plain")
+                        ("X-Forwarded-For" . "10.0.0.1"))
+                      5 '(("SERVER_PORT" . "9") ("EXTRA" . "e")))])
+  (for ([expected (in-list '(("REQUEST_URI" . "/a%20b/c?x=1#frag") ("PATH_INFO" . #"/a b/c")
+                             ("QUERY_STRING" . "x=1") ("SERVER_NAME" . "example.org")
+                             ("SERVER_PORT" . "9") ("CONTENT_LENGTH" . "5")
+                             ("CONTENT_TYPE" . "text/plain") ("HTTP_HOST" . "example.org:8080")
+                             ("HTTP_X_FORWARDED_FOR" . "10.0.0.1") ("EXTRA" . "e")))])
+    (check-equal? (assoc (car expected) ps) expected))
+  (check-false (assoc "HTTP_CONTENT_TYPE" ps)))
+
 ;; -- the test server ------------------------------------------------------------------------
-;; serve : input-port output-port -> void ; one connection, until EOF or MODE=eof
+(define known-values '((#"FCGI_MAX_REQS" . #"7") (#"FCGI_MPXS_CONNS" . #"1")))
+
+;; serve : input-port output-port -> void ; one connection, until EOF, MODE=eof or no KEEP_CONN
 (define (serve in out)
   (define d (make-decoder))
   (define params (make-hasheqv))  ; id -> params bytes so far
@@ -39,64 +56,59 @@
   (define (end! id status)
     (write-record 'stdout id #"" out)
     (write-record 'end-request id (end-request-content status 'request-complete) out))
-  (define (answer! id ps)
-    (define mode (cond [(assoc #"MODE" ps) => cdr] [else #"echo"]))
-    (case mode
-      [(#"echo")
-       (write-record 'stdout 999 #"stray" out)
-       (write-record 'stderr id #"warn" out)
-       (write-stream 'stdout id
-                     (bytes-append #"Content-Type: text/plain\n\n"
-                                   (string->bytes/utf-8 (format "ID=~a\n" id))
-                                   (apply bytes-append
-                                          (for/list ([p ps]) (bytes-append (car p) #"=" (cdr p) #"\n")))
-                                   (string->bytes/utf-8 (format "STDIN=~a\n" (hash-ref stdin id))))
-                     out #:end? #f)
-       (end! id 0)]
-      [(#"pair")
-       (set! held (cons id held))
-       (when (= 2 (length held))
-         (define ids (reverse held))
-         (set! held '())
-         (for* ([part '(1 2)] [i ids])
-           (write-record 'stdout i (string->bytes/utf-8 (format "~a:~a," i part)) out))
-         (for ([i (reverse ids)]) (end! i 0)))]
-      [(#"eof") (close-output-port out)])
-    (unless (port-closed? out) (flush-output out))
-    (not (or (port-closed? out) (and (eq? mode #"echo") (not (hash-ref keep id))))))
-  (let loop ()
-    (unless (eof-object? (decoder-read! d in))
-      (define continue?
+  (define (echo id ps)
+    (define lines (for/list ([p ps]) (bytes-append (car p) #"=" (cdr p) #"\n")))
+    (write-record 'stdout 999 #"stray" out)
+    (write-record 'stderr id #"warn" out)
+    (write-stream 'stdout id
+                  (bytes-append #"Content-Type: text/plain\n\n"
+                                (string->bytes/utf-8 (format "ID=~a\n" id))
+                                (apply bytes-append lines)
+                                (string->bytes/utf-8 (format "STDIN=~a\n" (hash-ref stdin id))))
+                  out #:end? #f)
+    (end! id 0))
+  (define (pair id)
+    (set! held (cons id held))
+    (when (= 2 (length held))
+      (define ids (reverse held))
+      (set! held '())
+      (for* ([part '(1 2)] [i ids])
+        (write-record 'stdout i (string->bytes/utf-8 (format "~a:~a," i part)) out))
+      (for ([i (reverse ids)]) (end! i 0))))
+  ;; handle! : record (-> none) -> void ; stop ends the connection
+  (define (handle! r stop)
+    (define id (record-id r))
+    (define c (record-content r))
+    (case (record-type r)
+      [(begin-request)
+       (define-values (_role keep-conn?) (parse-begin-request c))
+       (hash-set! keep id keep-conn?)
+       (hash-set! params id #"")
+       (hash-set! stdin id 0)]
+      [(params) (hash-update! params id (λ (b) (bytes-append b c)))]
+      [(stdin)
+       (cond
+         [(positive? (bytes-length c)) (hash-update! stdin id (λ (n) (+ n (bytes-length c))))]
+         [else
+          (define ps (parse-pairs (hash-ref params id)))
+          (case (cond [(assoc #"MODE" ps) => cdr] [else #"echo"])
+            [(#"echo") (echo id ps) (unless (hash-ref keep id) (stop))]
+            [(#"pair") (pair id)]
+            [(#"eof") (stop)])])]
+      [(abort-request) (end! id 99)]
+      [(get-values)
+       (define asked (map car (parse-pairs c)))
+       (write-record 'get-values-result 0
+                     (pairs->bytes (filter (λ (k) (member (car k) asked)) known-values))
+                     out)])
+    (flush-output out))
+  (let/ec stop
+    (let loop ()
+      (unless (eof-object? (decoder-read! d in))
         (let drain ()
           (define r (decoder-next! d))
-          (cond
-            [(not r) #t]
-            [else
-             (define id (record-id r))
-             (define c (record-content r))
-             (define go?
-               (case (record-type r)
-                 [(begin-request)
-                  (define-values (role keep-conn?) (parse-begin-request c))
-                  (hash-set! keep id keep-conn?)
-                  (hash-set! params id #"")
-                  (hash-set! stdin id 0)
-                  #t]
-                 [(params) (hash-update! params id (λ (b) (bytes-append b c))) #t]
-                 [(stdin)
-                  (cond [(positive? (bytes-length c)) (hash-update! stdin id (λ (n) (+ n (bytes-length c)))) #t]
-                        [else (answer! id (parse-pairs (hash-ref params id)))])]
-                 [(abort-request) (end! id 99) (flush-output out) #t]
-                 [(get-values)
-                  (define known '((#"FCGI_MAX_REQS" . #"7") (#"FCGI_MPXS_CONNS" . #"1")))
-                  (write-record 'get-values-result 0
-                                (pairs->bytes (for*/list ([p (parse-pairs c)] [k (in-value (assoc (car p) known))] #:when k) k))
-                                out)
-                  (flush-output out)
-                  #t]
-                 [else #t]))
-             (and go? (drain))])))
-      (when continue? (loop))))
+          (when r (handle! r stop) (drain)))
+        (loop))))
   (close-output-port out)
   (close-input-port in))
 
@@ -118,12 +130,14 @@
    (test-case "echo: params as list and hash, a streamed port body, stderr, a stray id"
      (define c (fastcgi-connect address))
      (define big (make-bytes 200000 120))
-     (define r (fastcgi-call c #:params `(("A" . "1") (#"B" . #"two")) #:stdin (open-input-bytes big)))
+     (define r (fastcgi-call c #:params '(("A" . "1") (#"B" . #"two"))
+                             #:stdin (open-input-bytes big)))
      (check-equal? (fcgi-reply-id r) 1)
      (check-equal? (fcgi-reply-stdout r)
                    #"Content-Type: text/plain\n\nID=1\nA=1\nB=two\nSTDIN=200000\n")
      (check-equal? (fcgi-reply-stderr r) #"warn")
-     (check-equal? (list (fcgi-reply-app-status r) (fcgi-reply-protocol-status r)) '(0 request-complete))
+     (check-equal? (list (fcgi-reply-app-status r) (fcgi-reply-protocol-status r))
+                   '(0 request-complete))
      (define r2 (fastcgi-call c #:params (hash "Z" "z" "Y" "y") #:id 42))
      (check-equal? (fcgi-reply-stdout r2) #"Content-Type: text/plain\n\nID=42\nY=y\nZ=z\nSTDIN=0\n")
      (fcgi-client-close c))
@@ -144,7 +158,7 @@
    (test-case "get-values: the known names, on id 0"
      (define c (fastcgi-connect address))
      (check-equal? (fastcgi-get-values c '("FCGI_MPXS_CONNS" "NOPE" "FCGI_MAX_REQS"))
-                   '(("FCGI_MPXS_CONNS" . "1") ("FCGI_MAX_REQS" . "7")))
+                   '(("FCGI_MAX_REQS" . "7") ("FCGI_MPXS_CONNS" . "1")))
      (fcgi-client-close c))
 
    (test-case "abort, send-raw and timeout"
@@ -164,7 +178,8 @@
      (define c (fastcgi-connect address))
      (check-equal? (fcgi-reply-protocol-status (fastcgi-call c #:params '() #:keep-conn? #f))
                    'request-complete)
-     (check-exn #rx"connection to .* is closed" (λ () (sync/timeout 5 (fastcgi-call-evt c #:params '()))))
+     (check-exn #rx"connection to .* is closed"
+                (λ () (sync/timeout 5 (fastcgi-call-evt c #:params '()))))
      (fcgi-client-close c))
 
    (test-case "EOF before END_REQUEST fails every pending call"
@@ -172,7 +187,8 @@
      (define hang (fastcgi-call-evt c #:params '(("MODE" . "hang"))))
      (check-exn #rx"connection closed before END_REQUEST for request id 2"
                 (λ () (fastcgi-call c #:params '(("MODE" . "eof")))))
-     (check-exn #rx"connection closed before END_REQUEST for request id 1" (λ () (sync/timeout 5 hang)))
+     (check-exn #rx"connection closed before END_REQUEST for request id 1"
+                (λ () (sync/timeout 5 hang)))
      (fcgi-client-close c))
 
    (test-case "connect errors"

@@ -81,8 +81,8 @@
  (λ ()
    (test-case "GET with a query string and a header"
      (define-values (status headers body)
-       (fastcgi-request address #:uri "/echo.php?q=hello%20world&x=1" #:headers '(("X-Test" . "yes"))
-                        #:params-extra script-param))
+       (fastcgi-request address #:uri "/echo.php?q=hello%20world&x=1"
+                        #:headers '(("X-Test" . "yes")) #:params-extra script-param))
      (check-equal? status 200)
      (check-equal? (cdr (assoc "Content-type" headers)) "text/plain;charset=UTF-8")
      (check-equal? body #"method=GET\nq=hello world\nlen=0\nx-test=yes\n"))
@@ -98,7 +98,8 @@
 
    (test-case "a missing script is a 404"
      (define c (fastcgi-connect address))
-     (define r (fastcgi-call c #:params `(("SCRIPT_FILENAME" . ,(path->string (build-path dir "no.php")))
+     (define missing (path->string (build-path dir "no.php")))
+     (define r (fastcgi-call c #:params `(("SCRIPT_FILENAME" . ,missing)
                                           ("REQUEST_METHOD" . "GET"))))
      (define-values (status headers body) (parse-cgi-response (fcgi-reply-stdout r)))
      (check-equal? (list status (cdr (assoc "Status" headers)) body)
@@ -107,12 +108,14 @@
      (check-equal? (fcgi-reply-protocol-status r) 'request-complete)
      (fcgi-client-close c))
 
-   (test-case "GET_VALUES: php-fpm answers FCGI_MPXS_CONNS 0 only, then closes"
+   ;; php-fpm 8.2.35 keeps the connection after GET_VALUES (older versions closed it).
+   (test-case "GET_VALUES: php-fpm answers FCGI_MPXS_CONNS 0 only, and the connection lives on"
      (define c (fastcgi-connect address))
      (check-equal? (fastcgi-get-values c '("FCGI_MAX_CONNS" "FCGI_MAX_REQS" "FCGI_MPXS_CONNS"))
                    '(("FCGI_MPXS_CONNS" . "0")))
-     (check-exn #rx"is closed|closed before END_REQUEST"
-                (λ () (sync/timeout 5 (fastcgi-call-evt c #:params script-param))))
+     (check-equal? (fcgi-reply-protocol-status
+                    (fastcgi-call c #:params (cons '("REQUEST_METHOD" . "GET") script-param)))
+                   'request-complete)
      (fcgi-client-close c))
 
    (test-case "two sequential requests on one kept connection"
@@ -122,7 +125,8 @@
      (define r2 (fastcgi-call c #:params params))
      (for ([r (list r1 r2)])
        (define-values (status _h body) (parse-cgi-response (fcgi-reply-stdout r)))
-       (check-equal? (list (fcgi-reply-id r) status body) '(1 200 #"method=GET\nq=1\nlen=0\nx-test=\n")))
+       (check-equal? (list (fcgi-reply-id r) status body)
+                     '(1 200 #"method=GET\nq=1\nlen=0\nx-test=\n")))
      (fcgi-client-close c))
 
    (test-case "the command line: a GET, -i on a 404, get-values, a dead socket"

@@ -30,7 +30,7 @@
 (define tmp-dir (make-temporary-file "fcgi-transport-~a" 'directory))
 (define (tmp name) (path->string (build-path tmp-dir name)))
 
-;; transport-error? : string -> (exn -> boolean)
+;; transport-error? : regexp -> (any -> boolean)
 (define ((transport-error? rx) e)
   (and (exn:fail:fastcgi:transport? e) (regexp-match? rx (exn-message e))))
 

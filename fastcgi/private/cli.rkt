@@ -11,7 +11,7 @@
          "server.rkt"
          "transport.rkt"
          "request-cli.rkt")
-(provide main)
+(provide main app-last)
 
 (define commands
   '(("serve" "run an application as a FastCGI server")
@@ -32,14 +32,23 @@
      (define cmd (vector-ref argv 0))
      (define rest (vector-copy-rest argv))
      (case cmd
-       [("serve") (handle-serve rest)]
-       [("dev") ((dynamic-require dev-module 'handle-dev) rest)]
+       [("serve") (handle-serve (app-last rest))]
+       [("dev") ((dynamic-require dev-module 'handle-dev) (app-last rest))]
        [("request") (request-command rest)]
        [("help" "--help" "-h") (usage (current-output-port))]
        [else (eprintf "raco fastcgi: unknown command ~s\n" cmd) (usage (current-error-port)) (exit 2)])]))
 
 ;; the dev front pulls in web-server's HTTP server: loaded only when its command runs
 (define-runtime-path dev-module "dev.rkt")
+
+;; app-last : (vectorof string) -> (vectorof string)
+;; `serve APP.rkt --listen X` reads as `serve --listen X APP.rkt`: racket/cmdline wants the
+;; flags first, people write the app first.
+(define (app-last argv)
+  (if (and (> (vector-length argv) 1) (not (regexp-match? #rx"^-" (vector-ref argv 0))))
+      (for/vector ([i (in-range (vector-length argv))])
+        (vector-ref argv (modulo (add1 i) (vector-length argv))))
+      argv))
 
 ;; vector-copy-rest : vector -> vector
 (define (vector-copy-rest v) (for/vector ([x (in-vector v 1)]) x))

@@ -49,7 +49,8 @@
   (define timeout* 30)
   (define (positive-integer flag s)
     (define n (string->number s))
-    (unless (exact-positive-integer? n) (usage-error "~a expects a positive integer, given ~s" flag s))
+    (unless (exact-positive-integer? n)
+      (usage-error "~a expects a positive integer, given ~s" flag s))
     n)
   (define-values (address uri)
     (command-line
@@ -115,8 +116,8 @@
    (λ ()
      (cond
        [(options-get-values? o)
-        (for ([p (in-list (fastcgi-get-values c '("FCGI_MAX_CONNS" "FCGI_MAX_REQS" "FCGI_MPXS_CONNS")
-                                              #:timeout (options-timeout o)))])
+        (define names '("FCGI_MAX_CONNS" "FCGI_MAX_REQS" "FCGI_MPXS_CONNS"))
+        (for ([p (in-list (fastcgi-get-values c names #:timeout (options-timeout o)))])
           (printf "~a=~a\n" (car p) (cdr p)))
         0]
        [(= 1 (options-repeat o)) (run-one c o)]

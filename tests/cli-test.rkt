@@ -1,0 +1,124 @@
+#lang racket/base
+;; `raco fastcgi serve` as a process: listening forms (unix, TCP, inherited fd 0, systemd),
+;; graceful stop on SIGTERM with a request in flight, and clear errors for bad input.
+(require ffi/unsafe/port
+         racket/file
+         racket/port
+         rackunit
+         "../fastcgi/client.rkt"
+         "../fastcgi/private/transport.rkt")
+
+(define here (let-values ([(dir _n _d) (split-path (syntax-source #'here))]) dir))
+(define cli (path->string (build-path here ".." "fastcgi" "private" "raco.rkt")))
+(define racket (path->string (find-system-path 'exec-file)))
+(define racket-exe (or (find-executable-path racket) racket))
+(define dir (make-temporary-file "fastcgi-cli-~a" 'directory))
+(define app (path->string (build-path dir "app.rkt")))
+(call-with-output-file app #:exists (quote truncate)
+  (λ (o)
+    (write-string
+     (string-append
+      "#lang racket/base\n(require web-server/http)\n(provide start)\n"
+      "(define (start req)\n"
+      "  (when (regexp-match? #rx\"slow\" (url->string (request-uri req))) (sleep 1.5))\n"
+      "  (response/output (λ (o) (write-bytes #\"Hello, World!\\n\" o)) #:mime-type #\"text/plain\"))\n"
+      "(require net/url)\n")
+     o)
+    (void)))
+
+;; spawn : (listof string) #:stdin port #:env -> (values subprocess input-port)
+;; Starts `raco fastcgi ARGS...`; returns the process and its stderr (the log).
+(define (spawn args #:stdin [stdin #f] #:command [command #f])
+  (define-values (p out in err)
+    (if command
+        (subprocess #f stdin #f "/bin/sh" "-c" command)
+        (apply subprocess #f stdin #f racket-exe cli args)))
+  (when in (close-output-port in))
+  (values p err out))
+
+;; wait-ready : input-port -> string ; the log until the "listening on" line
+(define (wait-ready err)
+  (define line (sync/timeout 30 (read-line-evt err)))
+  (cond
+    [(eof-object? line) (fail "server exited before listening") ""]
+    [(not line) (fail "server not listening after 30 s") ""]
+    [(regexp-match? #rx"listening on" line) line]
+    [else (wait-ready err)]))
+
+(define (hello? address [uri "/"])
+  (define-values (status headers body) (fastcgi-request address #:uri uri #:timeout 10))
+  (and (= status 200) (equal? body #"Hello, World!\n")))
+
+(define (stop! p)
+  (subprocess-kill p #f)
+  (check-equal? (sync/timeout 30 p) p "server did not exit on SIGTERM")
+  (check-equal? (subprocess-status p) 0 "graceful stop exits 0"))
+
+(test-case "unix socket: serves, and SIGTERM lets a slow request finish, exits 0, removes the socket"
+  (define sock (path->string (build-path dir "a.sock")))
+  (define-values (p err out) (spawn (list "serve" app "--listen" (string-append "unix:" sock))))
+  (wait-ready err)
+  (check-true (hello? (string-append "unix:" sock)))
+  (check-equal? (bitwise-and (file-or-directory-permissions sock 'bits) #o777) #o660)
+  (define result (make-channel))
+  (thread (λ () (channel-put result (with-handlers ([exn:fail? exn-message])
+                                      (hello? (string-append "unix:" sock) "/slow")))))
+  (sleep 0.5)
+  (stop! p)
+  (check-equal? (sync/timeout 5 result) #t "the in-flight request completed")
+  (check-false (file-exists? sock) "socket file removed"))
+
+(test-case "TCP 127.0.0.1: serves"
+  (define-values (p err out) (spawn (list "serve" app "--listen" "127.0.0.1:0")))
+  (define line (wait-ready err))
+  (define addr (cadr (regexp-match #rx"listening on ([^ ]+)" line)))
+  (check-true (hello? addr))
+  (stop! p))
+
+(test-case "inherited fd 0: the listening socket given as stdin, no --listen"
+  (define sock (path->string (build-path dir "inherited.sock")))
+  (define l (open-listener (parse-listen-address (string-append "unix:" sock))))
+  (define stdin (unsafe-file-descriptor->port (listener-fd l) 'listener '(read)))
+  (define-values (p err out) (spawn (list "serve" app) #:stdin stdin))
+  (define line (wait-ready err))
+  (check-regexp-match #rx"fd:0" line)
+  (check-true (hello? (string-append "unix:" sock)))
+  (stop! p)
+  (listener-close! l))
+
+(test-case "systemd socket activation: LISTEN_FDS=1, LISTEN_PID, fd 3"
+  (define sock (path->string (build-path dir "systemd.sock")))
+  (define l (open-listener (parse-listen-address (string-append "unix:" sock))))
+  (define stdin (unsafe-file-descriptor->port (listener-fd l) 'listener '(read)))
+  ;; the shell moves the socket from fd 0 to fd 3, and exec keeps its pid for LISTEN_PID
+  (define-values (p err out)
+    (spawn '() #:stdin stdin
+           #:command (format "exec 3<&0 0</dev/null; LISTEN_PID=$$ LISTEN_FDS=1 exec ~a ~a serve ~a"
+                             racket-exe cli app)))
+  (wait-ready err)
+  (check-true (hello? (string-append "unix:" sock)))
+  (stop! p)
+  (listener-close! l))
+
+(test-case "bad input gives one clear line and exit status 1"
+  (define (run . args)
+    (define-values (p err out) (apply spawn (list args)))
+    (sync/timeout 30 p)
+    (values (subprocess-status p) (port->string err)))
+  (define-values (s1 e1) (run "serve" app "--listen" "nonsense"))
+  (check-equal? s1 1)
+  (check-regexp-match #rx"nonsense" e1)
+  (define-values (s2 e2) (run "serve" (path->string (build-path dir "missing.rkt")) "--listen" "127.0.0.1:0"))
+  (check-equal? s2 1)
+  (check-regexp-match #rx"not found" e2)
+  (define-values (s3 e3) (run "serve" app))   ; stdin is a pipe, no systemd: nowhere to listen
+  (check-equal? s3 1)
+  (check-regexp-match #rx"--listen" e3)
+  (define live (path->string (build-path dir "live.sock")))
+  (define l (open-listener (parse-listen-address (string-append "unix:" live))))
+  (define-values (s4 e4) (run "serve" app "--listen" (string-append "unix:" live)))
+  (check-equal? s4 1)
+  (check-regexp-match #rx"listening" e4)
+  (listener-close! l))
+
+(delete-directory/files dir #:must-exist? #f)
