@@ -325,3 +325,211 @@
           (check-equal? (cgi-body (answer-stdout (peer-answer p 1 20)))
                         (string->bytes/utf-8 (format "count=~a" n)))
           (check-true (thread? (sync/timeout 5 writer))))))))
+
+;; -- limits -------------------------------------------------------------------------------
+(with-server
+  #:limits (make-limits #:max-params-bytes 1000 #:max-params-pairs 10 #:max-body 1000
+                        #:max-requests-per-connection 2)
+  (λ (path)
+    (test-case "params over max-params-bytes or max-params-pairs: 431, no handler"
+      (with-peer path
+        (λ (p)
+          (define runs (unbox handler-runs))
+          (peer-send! p (request-bytes 1 #:params (params "BIG" (make-string 1500 #\x))))
+          (check-status (peer-answer p 1) 431)
+          (peer-send! p (request-bytes 2 #:params (for/list ([i 11]) (cons (format "P~a" i) "v"))))
+          (check-status (peer-answer p 2) 431)
+          (check-equal? (unbox handler-runs) runs)
+          (peer-send! p (request-bytes 3 #:params (for/list ([i 10]) (cons (format "P~a" i) "v"))))
+          (check-status (peer-answer p 3) 200))))
+
+    (test-case "CONTENT_LENGTH over max-body: 413 before the handler runs"
+      (with-peer path
+        (λ (p)
+          (define runs (unbox handler-runs))
+          (peer-send! p (request-bytes 1 #:params (params "CONTENT_LENGTH" "5000")
+                                       #:stdin (make-bytes 5000 1)))
+          (check-status (peer-answer p 1) 413)
+          (check-equal? (unbox handler-runs) runs)
+          (peer-send! p (request-bytes 2 #:stdin #"ok"))
+          (check-has #rx#"body=ok$" (answer-stdout (peer-answer p 2)))
+          (check-equal? (peer-extras p) '()))))
+
+    (test-case "STDIN longer than CONTENT_LENGTH, or over max-body: 413 from the body read"
+      (with-peer path
+        (λ (p)
+          (peer-send! p (request-bytes 1 #:params (params "CONTENT_LENGTH" "10")
+                                       #:stdin (make-bytes 100 1)))
+          (check-status (peer-answer p 1) 413)
+          (peer-send! p (request-bytes 2 #:stdin (make-bytes 2000 1)))
+          (check-status (peer-answer p 2) 413)
+          (peer-send! p (request-bytes 3 #:params (params "CONTENT_LENGTH" "10")
+                                       #:stdin (make-bytes 10 65)))
+          (check-has #rx#"body=AAAAAAAAAA$" (answer-stdout (peer-answer p 3))))))
+
+    (test-case "max-requests-per-connection: OVERLOADED for the one too many"
+      (with-peer path
+        (λ (p)
+          (peer-send! p (begin-bytes 1) (begin-bytes 2) (begin-bytes 3))
+          (define a (peer-answer p 3))
+          (check-equal? (answer-protocol-status a) 'overloaded)
+          (check-equal? (answer-stdout a) #"")
+          (peer-send! p (stream->bytes 'params 1 #"") (stream->bytes 'stdin 1 #"")
+                      (stream->bytes 'params 2 #"") (stream->bytes 'stdin 2 #""))
+          (check-equal? (map answer-app-status (peer-answers p '(1 2))) '(0 0))
+          (peer-send! p (request-bytes 3))
+          (check-status (peer-answer p 3) 200))))))
+
+(with-server
+  #:limits (make-limits #:max-concurrent 1)
+  (λ (path)
+    (test-case "max-concurrent: 503 while the one handler runs"
+      (with-peer path
+        (λ (a)
+          (peer-send! a (request-bytes 1 #:params (params "MODE" "wait" "GATE" "busy")))
+          (check-equal? (next-event) '(started 1))
+          (with-peer path
+            (λ (b)
+              (peer-send! b (request-bytes 1))
+              (check-status (peer-answer b 1) 503)))
+          (semaphore-post (gate "busy"))
+          (check-status (peer-answer a 1) 200))))
+
+    (test-case "max-concurrent: requests one after another on one connection all run"
+      (with-peer path
+        (λ (p)
+          (for ([i 30])
+            (peer-send! p (request-bytes 1))
+            (check-status (peer-answer p 1) 200)))))))
+
+(with-server
+  #:limits (make-limits #:first-byte-timeout 0.5 #:idle-timeout 0.5 #:read-timeout 0.5
+                        #:write-timeout 0.5)
+  (λ (path)
+    ;; check-closed-after : peer seconds -> void ; EOF comes, and not before secs
+    (define (check-closed-after p secs)
+      (define t0 (current-inexact-milliseconds))
+      (check-true (peer-eof? p 3))
+      (check-true (>= (- (current-inexact-milliseconds) t0) (* 1000 (- secs 0.1)))))
+
+    (test-case "first-byte-timeout: a silent peer is closed"
+      (with-peer path (λ (p) (check-closed-after p 0.5))))
+
+    (test-case "idle-timeout: a kept connection with nothing to do is closed"
+      (with-peer path
+        (λ (p)
+          (peer-send! p (request-bytes 1))
+          (peer-answer p 1)
+          (check-closed-after p 0.5))))
+
+    (test-case "read-timeout: a partial header, or unfinished params, closes"
+      (with-peer path
+        (λ (p)
+          (peer-send! p #"\1\1\0")
+          (check-closed-after p 0.5)))
+      (with-peer path
+        (λ (p)
+          (peer-send! p (begin-bytes 1) (record->bytes 'params 1 #"\1\1ab"))
+          (check-closed-after p 0.5))))
+
+    (test-case "read-timeout in the middle of a body: closed, the handler's read fails"
+      (with-peer path
+        (λ (p)
+          (peer-send! p (begin-bytes 1)
+                      (stream->bytes 'params 1 (pairs->bytes (params "MODE" "read-body")))
+                      (record->bytes 'stdin 1 #"partial"))
+          (check-equal? (next-event) 'started)
+          (check-closed-after p 0.5)
+          (check-pred exn:fail:fastcgi:aborted? (next-event)))))
+
+    (test-case "write-timeout: a peer that never reads is cut, the handler's write fails"
+      (with-peer path
+        (λ (p)
+          (peer-send! p (request-bytes 1 #:params (params "MODE" "flood")))
+          (check-pred exn:fail? (next-event 5))
+          (check-true (peer-eof? p 5))))
+      (check-good-request path))))
+
+;; -- hostile framing (HOSTILE.md items 1-4, 6, 7, 9, 10) ---------------------------------
+(define log-rx (make-log-receiver fastcgi-logger 'warning))
+
+;; check-logged : regexp -> void ; a warning matching rx was logged, on one escaped line
+(define (check-logged rx)
+  (define lines (let loop ([acc '()])
+                  (define v (sync/timeout 0.5 log-rx))
+                  (if (and v (not (regexp-match? rx (vector-ref v 1))))
+                      (loop (cons (vector-ref v 1) acc))
+                      (if v (cons (vector-ref v 1) acc) acc))))
+  (check-true (and (pair? lines) (regexp-match? rx (car lines))) (format "~s in ~s" rx lines))
+  (check-false (regexp-match? #rx"[\0-\37]" (car lines))))
+
+(with-server
+  (λ (path)
+    ;; check-hostile : bytes (or/c regexp #f) -> void
+    ;; The server closes the connection without running a handler, logs the reason, and
+    ;; still answers on a new connection.
+    (define (check-hostile bs rx #:half-close? [half-close? #f])
+      (define runs (unbox handler-runs))
+      (with-peer path
+        (λ (p)
+          (peer-send! p bs)
+          (when half-close? (peer-shutdown-write! p))
+          (check-true (peer-eof? p 3) (format "~s" bs))
+          (check-equal? (filter (λ (r) (eq? (record-type r) 'stdout)) (peer-extras p)) '())))
+      (when rx (check-logged rx))
+      (check-equal? (unbox handler-runs) runs)
+      (check-good-request path))
+
+    (test-case "1: fewer than 8 header bytes, then EOF: closed quietly"
+      (check-hostile #"\1\1\0\1\0" #f #:half-close? #t)
+      (check-hostile #"" #f #:half-close? #t))
+
+    (test-case "2: version other than 1: closed"
+      (check-hostile (bytes-append #"\2" (subbytes (begin-bytes 1) 1)) #rx"protocol error.*version 2"))
+
+    (test-case "3: STDIN, PARAMS or DATA before any BEGIN_REQUEST: closed"
+      (for ([type '(stdin params data)])
+        (check-hostile (record->bytes type 1 #"abc") #rx"protocol error.*before any BEGIN_REQUEST")))
+
+    (test-case "4: BEGIN_REQUEST with id 0, or content length other than 8: closed"
+      (check-hostile (begin-bytes 0) #rx"protocol error.*id 0")
+      (for ([n '(0 7 9)])
+        (check-hostile (record->bytes 'begin-request 1 (make-bytes n 1))
+                       #rx"protocol error.*content length")))
+
+    (test-case "6: a second BEGIN_REQUEST for a live id: closed"
+      (check-hostile (bytes-append (begin-bytes 1) (record->bytes 'params 1 #"\1\1ab") (begin-bytes 1))
+                     #rx"protocol error.*second BEGIN_REQUEST"))
+
+    (test-case "7: records for ids that are not live are consumed and skipped"
+      (with-peer path
+        (λ (p)
+          (peer-send! p (begin-bytes 1)
+                      (record-header 'stdin 9 5 200) #"stray" (make-bytes 200 1)
+                      (record->bytes 'params 5 #"\1\1ab") (abort-bytes 7) (record->bytes 'data 4 #"x")
+                      (stream->bytes 'params 1 (pairs->bytes (params "OK" "1")))
+                      (stream->bytes 'stdin 1 #"body"))
+          (check-has #rx#"OK=1\nbody=body$" (answer-stdout (peer-answer p 1)))
+          (check-equal? (peer-extras p) '()))))
+
+    (test-case "9: content length 65535 with padding 255, in PARAMS and STDIN"
+      (with-peer path
+        (λ (p)
+          (define pair (pairs->bytes (list (cons "LONG" (make-bytes (- 65535 4 4 4) 97)))))
+          (check-equal? (bytes-length pair) 65535)
+          (define body (make-bytes 65535 98))
+          (peer-send! p (begin-bytes 1)
+                      (record-header 'params 1 65535 255) pair (make-bytes 255 9)
+                      (record->bytes 'params 1 #"")
+                      (record-header 'stdin 1 65535 255) body (make-bytes 255 9)
+                      (record->bytes 'stdin 1 #""))
+          (define out (cgi-body (answer-stdout (peer-answer p 1))))
+          (check-equal? (bytes-length out)
+                        (+ (bytes-length #"id=1 role=responder keep=#t\nLONG=\nbody=") 65523 65535)))))
+
+    (test-case "10: unknown type on id 0 answered, on a live id skipped"
+      (with-peer path
+        (λ (p)
+          (peer-send! p (record->bytes 200 0 #""))
+          (check-equal? (record-content (peer-read-record p)) #"\310\0\0\0\0\0\0\0")))
+      (check-good-request path))))

@@ -129,7 +129,7 @@
                      '(1 200 #"method=GET\nq=1\nlen=0\nx-test=\n")))
      (fcgi-client-close c))
 
-   (test-case "the command line: a GET, -i on a 404, get-values, a dead socket"
+   (test-case "the command line: a GET, -i on a 404, get-values, --repeat, a dead socket"
      (check-equal? (run-cli "-p" (string-append "SCRIPT_FILENAME=" script) "-H" "X-Test: cli"
                             address "/echo.php?q=cli")
                    '(0 "method=GET\nq=cli\nlen=0\nx-test=cli\n" ""))
@@ -139,6 +139,12 @@
                          (cadr not-found))
      (check-equal? (caddr not-found) "Primary script unknown\n")
      (check-equal? (run-cli "--get-values" address) '(0 "FCGI_MPXS_CONNS=0\n" ""))
+     (define batch (run-cli "--repeat" "3" "-p" (string-append "SCRIPT_FILENAME=" script)
+                            address "/echo.php"))
+     (check-equal? (car batch) 0)
+     (check-equal? (length (regexp-match* #rx"(?m:^[123] id=1 status=200 protocol=request-complete )"
+                                          (cadr batch)))
+                   3)
      (define dead (path->string (build-path dir "dead.sock")))
      (check-equal? (run-cli (string-append "unix:" dead) "/")
                    (list 2 "" (format "raco fastcgi request: cannot connect to unix:~a: ~a\n"

@@ -262,7 +262,15 @@
 ;; Queue body bytes for the handler under the body flow rule (see the top of this file).
 (define (feed! c r out content lim shutdown-write)
   (define len (bytes-length content))
-  (let loop ([i (with-handlers ([exn:fail? (λ (e) len)]) (write-bytes-avail* content out))])
+  ;; put! : natural -> natural ; queue content[i, len), return the new position.
+  ;; A Racket CS pipe's write-bytes-avail* stops where its buffer has to grow (62 bytes
+  ;; into an empty pipe), so it is repeated while it makes progress: only 0 means full.
+  ;; (Treating the first short write as full ended every multiplexed request whose
+  ;; STDIN record was over 62 bytes.) A closed pipe (request ended) takes everything.
+  (define (put! i)
+    (define n (with-handlers ([exn:fail? (λ (e) (- len i))]) (write-bytes-avail* content out i len)))
+    (if (and (positive? n) (< (+ i n) len)) (put! (+ i n)) (+ i n)))
+  (let loop ([i (put! 0)])
     (when (< i len)
       (cond
         [(> (hash-count (conn-requests c)) 1)
@@ -276,9 +284,7 @@
             (log-fastcgi-warning "request ~a from ~a: handler read none of its body for ~a s: ended"
                                  (fastcgi-request-id r) (log-escape (conn-peer c)) (limits-read-timeout lim))
             (end-stalled! c r shutdown-write)]
-           [(eq? ready out)
-            (loop (+ i (with-handlers ([exn:fail? (λ (e) (- len i))])
-                         (write-bytes-avail* content out i len))))]
+           [(eq? ready out) (loop (put! i))]
            [else (void)])]))))
 
 ;; end-stalled! : conn request (conn -> void) -> void
@@ -322,7 +328,7 @@
      (current-error-port (fastcgi-request-stderr r))
      (with-handlers ([(λ (e) #t) (λ (e) (handler-failed! c r e))])
        (handler r)
-       (flush-output (fastcgi-request-stdout r))
+       ;; no flush here: the buffered tail leaves with END_REQUEST in one write
        (request-finish! r 0 'request-complete))
      (counter-add! (server-running srv) -1)
      (retire! c r shutdown-write)

@@ -47,6 +47,9 @@
   (define concurrent #f)
   (define output 'body)
   (define timeout* 30)
+  (define (readable-file flag file)
+    (unless (file-exists? file) (usage-error "~a: no such file ~s" flag file))
+    (string->path file))
   (define (positive-integer flag s)
     (define n (string->number s))
     (unless (exact-positive-integer? n)
@@ -70,7 +73,7 @@
       (set! params (append params (list (cons (cadr m) (caddr m)))))]
      #:once-any
      [("-d" "--data-file") file "Send the body from <file> (- for stdin)"
-      (set! body (if (equal? file "-") 'stdin (string->path file)))]
+      (set! body (if (equal? file "-") 'stdin (readable-file "--data-file" file)))]
      [("--stdin") "Send the body from stdin" (set! body 'stdin)]
      #:once-each
      [("--role") role "responder, authorizer or filter (default responder)"
@@ -79,7 +82,7 @@
                     [else (usage-error "--role expects responder, authorizer or filter, given ~s"
                                        role)]))]
      [("--filter-data") file "Send <file> as the DATA stream (filter role)"
-      (set! filter-data (string->path file))]
+      (set! filter-data (readable-file "--filter-data" file))]
      [("--no-keep-conn") "Let the application close the connection after the reply"
       (set! keep-conn? #f)]
      [("--get-values") "Print FCGI_MAX_CONNS, FCGI_MAX_REQS, FCGI_MPXS_CONNS as NAME=VALUE"

@@ -68,9 +68,9 @@
 ;; ---------------------------------------------------------------------------------------
 ;; Processes.
 
-;; A started program: its subprocess, a name for messages, and the files that hold its
-;; stdout (when not a pipe) and stderr.
-(struct proc (name subprocess pid stdout stdout-file stderr-file))
+;; A started program: a name for messages, its subprocess and pid, the pipe to its stdin,
+;; its stdout (a pipe, or #f and a file) and the file that holds its stderr.
+(struct proc (name subprocess pid stdin stdout stdout-file stderr-file))
 
 (define c-kill (get-ffi-obj "kill" #f (_fun #:save-errno 'posix _int _int -> _int)))
 (define SIGKILL 9)
@@ -106,8 +106,8 @@
       (apply subprocess out #f err 'new program args)))
   (close-output-port err)
   (when out (close-output-port out))
-  (define p (proc name sp (subprocess-pid sp) stdout out-file err-file))
-  (call-with-semaphore live-lock (λ () (hash-set! live p stdin)))
+  (define p (proc name sp (subprocess-pid sp) stdin stdout out-file err-file))
+  (call-with-semaphore live-lock (λ () (hash-set! live p #t)))
   p)
 
 ;; stop-process! : proc #:timeout seconds -> (or/c natural #f)
@@ -115,9 +115,8 @@
 ;; status, or #f when even SIGKILL did not end it within a second.
 (define (stop-process! p #:timeout [timeout 5])
   (define sp (proc-subprocess p))
-  (define stdin (call-with-semaphore live-lock (λ () (begin0 (hash-ref live p #f)
-                                                              (hash-remove! live p)))))
-  (when stdin (with-handlers ([exn:fail? void]) (close-output-port stdin)))
+  (call-with-semaphore live-lock (λ () (hash-remove! live p)))
+  (with-handlers ([exn:fail? void]) (close-output-port (proc-stdin p)))
   (when (eq? (subprocess-status sp) 'running)
     (kill-group! p SIGTERM)
     (unless (sync/timeout timeout sp)
@@ -246,7 +245,7 @@
      (define body (port->bytes body-port))
      (close-input-port body-port)
      (http-response
-      (string->number (cadr (regexp-match #rx#"^HTTP/[0-9.]+ ([0-9]+)" status-line)))
+      (string->number (bytes->string/latin-1 (cadr (regexp-match #rx#"^HTTP/[0-9.]+ ([0-9]+)" status-line))))
       (for/list ([h (in-list raw-headers)])
         (define m (regexp-match #rx#"^([^:]*):[ \t]*(.*)$" h))
         (cons (string-downcase (bytes->string/latin-1 (cadr m)))
