@@ -130,6 +130,8 @@
       (hash-set! limit-args '#:read-timeout (seconds-arg "--read-timeout" secs))]
      [("--write-timeout") secs "Seconds one write may block on a peer that does not read (default 30)"
       (hash-set! limit-args '#:write-timeout (seconds-arg "--write-timeout" secs))]
+     [("--request-timeout") secs "Seconds a handler may run before it is stopped and the front gets 503 (default: no limit)"
+      (hash-set! limit-args '#:request-timeout (seconds-arg "--request-timeout" secs))]
      [("--log-level") level "Log level on stderr: error, warning, info (access lines; default), debug"
       (set! log-level (string->symbol level))
       (unless (memq log-level '(fatal error warning info debug))

@@ -17,6 +17,7 @@
          "wire.rkt")
 (provide serve-connection
          conn-close!
+         check-request-timeouts!
          handler-error-status
          stat-add!)
 
@@ -323,7 +324,9 @@
   (define handler (server-handler srv))
   (counter-add! (server-running srv) 1)
   (stat-add! srv 'requests)
-  (thread
+  (set-fastcgi-request-handler!
+   r
+   (thread
    (λ ()
      (current-error-port (fastcgi-request-stderr r))
      (with-handlers ([(λ (e) #t) (λ (e) (handler-failed! c r e))])
@@ -332,7 +335,7 @@
        (request-finish! r 0 'request-complete))
      (counter-add! (server-running srv) -1)
      (retire! c r shutdown-write)
-     (log-access c r))))
+     (log-access c r)))))
 
 ;; handler-error-status : any -> (values natural string)
 ;; The answer for a handler that raised v.
@@ -346,13 +349,35 @@
 (define (handler-failed! c r v)
   (unless (or (exn:fail:fastcgi:aborted? v) (eq? (fastcgi-request-state r) 'done))
     (define-values (code message) (handler-error-status v))
-    (unless (= code 413)
+    (unless (or (= code 413) (exn:break? v))   ; both already logged where they were decided
       (stat-add! (conn-server c) 'handler-errors)
       (log-fastcgi-error "request ~a from ~a ~a: handler raised: ~a"
                          (fastcgi-request-id r) (log-escape (conn-peer c))
                          (log-escape (or (request-param r #"REQUEST_URI") #""))
                          (log-escape (if (exn? v) (exn-message v) (format "~e" v)))))
     (request-respond-status! r code message)))
+
+;; check-request-timeouts! : conn limits flonum (conn -> void) -> void
+;; A handler past request-timeout gets a break (its request answers 503 if nothing left
+;; yet); one that ignores the break for 5 s more is ended from outside (its writes fail).
+(define (check-request-timeouts! c lim now shutdown-write)
+  (define secs (limits-request-timeout lim))
+  (when secs
+    (for ([r (in-list (hash-values (conn-requests c)))])
+      (define t (fastcgi-request-handler r))
+      (define broken (fastcgi-request-broken-ms r))
+      (cond
+        [(not t) (void)]
+        [(and (not broken) (> (- now (fastcgi-request-start-ms r)) (* 1000 secs)))
+         (log-fastcgi-warning "request ~a from ~a ~a: handler over the request timeout of ~a s: stopped"
+                              (fastcgi-request-id r) (log-escape (conn-peer c))
+                              (log-escape (or (request-param r #"REQUEST_URI") #"")) secs)
+         (stat-add! (conn-server c) 'timeouts)
+         (set-fastcgi-request-broken-ms! r now)
+         (break-thread t)]
+        [(and broken (> (- now broken) 5000))
+         (request-end-now! r 1)
+         (retire! c r shutdown-write)]))))
 
 ;; retire! : conn request (conn -> void) -> void
 ;; The request has ended: free its id; close the connection if the front asked for that.

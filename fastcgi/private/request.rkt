@@ -42,7 +42,8 @@
       [sent? #:mutable]           ; some stdout already left
       [status #:mutable]          ; status of the answer, for the access log
       [bytes-out #:mutable]
-      [counted? #:mutable]))      ; counted in the server's running handlers
+      [handler #:mutable]         ; the handler's thread, once it runs
+      [broken-ms #:mutable]))     ; when the request timeout broke the handler, or #f
 
 (define header-room 8)
 (define max-chunk 65528)
@@ -57,7 +58,7 @@
   (define r
     (fastcgi-request id role keep-conn? '() #f #f #f #f (semaphore-peek-evt sema) (conn-peer c)
                      c sema #f #f (now-ms)
-                     #f 'params #f '() 0 0 0 #f header-room #f #f 0 #f))
+                     #f 'params #f '() 0 0 0 #f header-room #f #f 0 #f #f))
   (define-values (stdin stdin-out) (make-body-pipe r limit))
   (set-fastcgi-request-stdin! r stdin)
   (set-fastcgi-request-stdin-out! r stdin-out)
@@ -204,11 +205,7 @@
 ;; Runs under the semantics "first caller wins"; the connection's done-hook runs after.
 (define (request-finish! r app-status protocol-status #:stdout-end? [stdout-end? #t])
   (define c (fastcgi-request-conn r))
-  (define lock (conn-lock c))
-  (semaphore-wait lock)
-  (define first? (not (eq? (fastcgi-request-state r) 'done)))
-  (when first? (set-fastcgi-request-state! r 'done))
-  (semaphore-post lock)
+  (define first? (mark-done! r))
   (when first?
     (define id (fastcgi-request-id r))
     (define fill (fastcgi-request-fill r))
@@ -237,6 +234,16 @@
     (when (fastcgi-request-data-out r) (close-output-port (fastcgi-request-data-out r))))
   first?)
 
+;; mark-done! : request -> boolean ; #t for the one caller that ends the request
+(define (mark-done! r)
+  (define lock (conn-lock (fastcgi-request-conn r)))
+  (parameterize-break #f
+    (semaphore-wait lock)
+    (define first? (not (eq? (fastcgi-request-state r) 'done)))
+    (when first? (set-fastcgi-request-state! r 'done))
+    (semaphore-post lock)
+    first?))
+
 ;; request-end-now! : request natural -> boolean
 ;; Ends the request from outside its handler (ABORT_REQUEST, a body that cannot be queued):
 ;; the handler's later writes fail and are dropped; the front gets the empty STDOUT (if any
@@ -255,11 +262,7 @@
 ;; The request ends without a word on the wire (the connection is gone or the caller
 ;; answers for it); body reads and writes fail and abort-evt fires.
 (define (request-abort! r)
-  (define c (fastcgi-request-conn r))
-  (semaphore-wait (conn-lock c))
-  (define first? (not (eq? (fastcgi-request-state r) 'done)))
-  (when first? (set-fastcgi-request-state! r 'done))
-  (semaphore-post (conn-lock c))
+  (define first? (mark-done! r))
   (when first?
     (semaphore-post (fastcgi-request-abort-sema r))
     (close-output-port (fastcgi-request-stdin-out r))

@@ -77,7 +77,7 @@
             (stat-add! srv 'connections)
             (thread (λ () (serve in out peer)))
             (loop)])))))
-  (define watchdog (thread (λ () (watch-deadlines conns))))
+  (define watchdog (thread (λ () (watch-deadlines conns lim shutdown-write))))
   (log-fastcgi-info "listening on ~a" (listener-address listener))
   (define (stop #:timeout [timeout 30])
     (unless (server-closing? srv)
@@ -99,10 +99,11 @@
       (log-fastcgi-info "stopped listening on ~a" (listener-address listener))))
   (running-server (listener-address listener) stop srv))
 
-;; watch-deadlines : (hasheq conn #t) -> none
-;; Once every quarter second, cut the connections whose read or write deadline has passed.
-;; Closing the ports wakes the blocked reader or writer with an exception.
-(define (watch-deadlines conns)
+;; watch-deadlines : (hasheq conn #t) limits (conn -> void) -> none
+;; Once every quarter second, cut the connections whose read or write deadline has passed
+;; (closing the ports wakes the blocked reader or writer with an exception), and stop the
+;; handlers past the request timeout.
+(define (watch-deadlines conns lim shutdown-write)
   (let loop ()
     (sleep 0.25)
     (define now (now-ms))
@@ -116,5 +117,6 @@
         [(and rd (> now rd))
          (unless (conn-closing? c)
            (log-fastcgi-warning "read timeout: nothing from ~a in time; closing" (log-escape (conn-peer c))))
-         (conn-broken! c)]))
+         (conn-broken! c)]
+        [else (check-request-timeouts! c lim now shutdown-write)]))
     (loop)))

@@ -57,7 +57,12 @@
 ;; One write of bs[start,end) under the connection lock, bounded by the write timeout.
 ;; #f when the connection is broken (the bytes are dropped, the caller's request is aborted)
 ;; or when `still?`, checked under the lock, says the write no longer belongs on the wire.
+;; Breaks are off inside: a handler stopped by the request timeout never leaves the lock held.
 (define (conn-send! c bs [start 0] [end (bytes-length bs)] [still? #f])
+  (parameterize-break #f (send! c bs start end still?)))
+
+;; send! : conn bytes natural natural (or/c #f (-> boolean)) -> boolean
+(define (send! c bs start end still?)
   (define lock (conn-lock c))
   (semaphore-wait lock)
   (cond

@@ -383,7 +383,7 @@
     (define rss1 (status-memory-kb pid 'VmRSS))
     (values rss0 hwm0 hwm1 rss1))
 
-  (define max-growth-kb (* 40 1024))
+  (define max-growth-kb (* 8 1024))
 
   (define (report-memory what rss0 hwm0 hwm1 rss1)
     (printf "memory ~a: before VmRSS ~a kB (VmHWM reset to ~a kB); after VmHWM ~a kB, VmRSS ~a kB; peak growth ~a kB\n"

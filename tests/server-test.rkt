@@ -1,0 +1,111 @@
+#lang racket/base
+;; serve/fastcgi as a library: request timeout, allowed clients, graceful stop, the
+;; servlet adapter's header and status handling, and one write per small response.
+(require net/url
+         racket/file
+         racket/unix-socket
+         rackunit
+         web-server/http
+         "../fastcgi/client.rkt"
+         "../fastcgi/main.rkt"
+         "../fastcgi/private/protocol.rkt")
+
+(define dir (make-temporary-file "fastcgi-server-~a" 'directory))
+(define (sock name) (string-append "unix:" (path->string (build-path dir name))))
+
+;; with-server : servlet keyword-args thunk -> any
+(define (call-with-server start proc #:listen [listen (sock "s.sock")] #:limits [lim default-limits]
+                          #:allowed-clients [allowed #f])
+  (define address #f)
+  (define stop (serve/fastcgi start #:listen listen #:limits lim #:allowed-clients allowed
+                              #:on-ready (λ (a) (set! address a))))
+  (dynamic-wind void (λ () (proc address)) (λ () (stop #:timeout 2))))
+
+(define (hello req)
+  (define path (url->string (request-uri req)))
+  (cond
+    [(regexp-match? #rx"^/header" path)
+     (response/full 201 #"Created\r\nX-Evil: 1" (current-seconds) #"text/plain"
+                    (list (header #"X-Ok" #"a\r\nSet-Cookie: evil=1")
+                          (header #"Transfer-Encoding" #"chunked")
+                          (header #"X-Seen" (or (let ([h (headers-assq* #"X-Forwarded-For" (request-headers/raw req))])
+                                                  (and h (header-value h)))
+                                                #"none")))
+                    (list #"made"))]
+    [else
+     (when (regexp-match? #rx"^/forever" path) (sync never-evt))
+     (when (regexp-match? #rx"^/slow" path) (sleep 1))
+     (response/output (λ (o) (write-bytes #"Hello, World!\n" o)) #:mime-type #"text/plain")]))
+
+(test-case "request timeout: a handler that never returns gets 503 in time; the next request is served"
+  (call-with-server
+   hello #:limits (make-limits #:request-timeout 0.5)
+   (λ (addr)
+     (define t0 (current-inexact-milliseconds))
+     (define-values (status headers body) (fastcgi-request addr #:uri "/forever" #:timeout 10))
+     (check-equal? status 503)
+     (check-true (< (- (current-inexact-milliseconds) t0) 3000) "answered within 3 s")
+     (define-values (s2 h2 b2) (fastcgi-request addr #:uri "/" #:timeout 10))
+     (check-equal? s2 200))))
+
+(test-case "servlet adapter: status line, CR/LF in headers neutralised, hop-by-hop dropped, headers from params"
+  (call-with-server
+   hello
+   (λ (addr)
+     (define-values (status headers body)
+       (fastcgi-request addr #:uri "/header" #:headers '(("X-Forwarded-For" . "10.1.2.3"))))
+     (check-equal? status 201)
+     (check-equal? body #"made")
+     (check-false (assoc "Set-Cookie" headers))
+     (check-false (assoc "Transfer-Encoding" headers))
+     (check-equal? (cdr (assoc "X-Ok" headers)) "a  Set-Cookie: evil=1")
+     (check-equal? (cdr (assoc "X-Seen" headers)) "10.1.2.3")
+     (check-equal? (cdr (assoc "Content-Type" headers)) "text/plain"))))
+
+(test-case "a small response leaves in one write: STDOUT, empty STDOUT and END_REQUEST together"
+  (call-with-server
+   hello
+   (λ (addr)
+     (define-values (in out) (unix-socket-connect (substring addr 5)))
+     (write-bytes (record->bytes 'begin-request 1 (begin-request-content 'responder #t)) out)
+     (write-stream 'params 1 (pairs->bytes '(("REQUEST_METHOD" . "GET") ("REQUEST_URI" . "/"))) out)
+     (write-stream 'stdin 1 #"" out)
+     (flush-output out)
+     ;; one read gets everything: the whole answer was written at once
+     (define buf (make-bytes 65536))
+     (check-true (and (sync/timeout 5 in) #t))
+     (sleep 0.2)
+     (define n (read-bytes-avail!* buf in))
+     (define d (make-decoder))
+     (decoder-feed! d (subbytes buf 0 n))
+     (define types (let loop ([acc '()])
+                     (define r (decoder-next! d))
+                     (if r (loop (cons (record-type r) acc)) (reverse acc))))
+     (check-equal? types '(stdout stdout end-request))
+     (close-output-port out)
+     (close-input-port in))))
+
+(test-case "allowed clients: a list that parses to nothing denies everyone; a matching list allows"
+  (call-with-server
+   hello #:listen "127.0.0.1:0" #:allowed-clients "nonsense"
+   (λ (addr)
+     (check-exn exn:fail? (λ () (fastcgi-request addr #:uri "/" #:timeout 5)))))
+  (call-with-server
+   hello #:listen "127.0.0.1:0" #:allowed-clients "10.0.0.1, 127.0.0.0/8"
+   (λ (addr)
+     (define-values (status headers body) (fastcgi-request addr #:uri "/" #:timeout 5))
+     (check-equal? status 200))))
+
+(test-case "graceful stop: an in-flight request completes; new connections are refused after"
+  (define address #f)
+  (define stop (serve/fastcgi hello #:listen (sock "g.sock") #:on-ready (λ (a) (set! address a))))
+  (define result (make-channel))
+  (thread (λ () (channel-put result (call-with-values (λ () (fastcgi-request address #:uri "/slow" #:timeout 10))
+                                                      list))))
+  (sleep 0.3)
+  (stop #:timeout 5)
+  (define r (sync/timeout 5 result))
+  (check-equal? (and r (car r)) 200)
+  (check-exn exn:fail? (λ () (fastcgi-request address #:uri "/" #:timeout 2))))
+
+(delete-directory/files dir #:must-exist? #f)
