@@ -46,13 +46,18 @@
 
 ;; call-with-temp-dir : string (path -> any) -> any
 ;; A fresh directory under /tmp (short, so unix socket paths stay under 108 bytes),
-;; removed afterwards even when the body fails.
+;; removed afterwards even when the body fails, or at exit when a break (raco test's
+;; Ctrl-C) ends the process without unwinding the test's thread.
 (define (call-with-temp-dir prefix proc)
   (define dir (make-temporary-directory (string-append prefix "-~a") #:base-dir "/tmp"))
+  (define (remove-dir) (with-handlers ([exn:fail? void]) (delete-directory/files dir)))
+  (define at-exit (plumber-add-flush! (current-plumber) (λ (h) (remove-dir))))
   (dynamic-wind
    void
    (λ () (proc dir))
-   (λ () (with-handlers ([exn:fail? void]) (delete-directory/files dir)))))
+   (λ ()
+     (plumber-flush-handle-remove! at-exit)
+     (remove-dir))))
 
 ;; free-ports : natural -> (listof port-number)
 ;; Ports the kernel hands out for port 0, all held at once so that they differ, then freed.
@@ -91,10 +96,14 @@
                        (for ([p (in-list (hash-keys live))])
                          (kill-group! p SIGKILL)))))
 
+;; setpriv (util-linux, always on Debian) execs the program with PR_SET_PDEATHSIG, so
+;; that it is killed even when this process dies by SIGKILL and no clean-up runs.
+(define setpriv "/usr/bin/setpriv")
+
 ;; start-process : string path-string (listof string) #:dir path #:stdout-pipe? boolean
 ;;                 -> proc
-;; Starts the program as the leader of a new process group. Its stderr (and its stdout
-;; unless stdout-pipe?) goes to a file in dir, read back by stop-process! for messages.
+;; Starts the program as the leader of a new process group, to die with us. Its stderr
+;; (and its stdout unless stdout-pipe?) goes to a file in dir, for failure messages.
 ;; stdin is a pipe left open: a child that watches it learns when we are gone.
 (define (start-process name program args #:dir dir #:stdout-pipe? [stdout-pipe? #f])
   (define err-file (build-path dir (string-append name ".stderr")))
@@ -103,7 +112,9 @@
   (define out (and out-file (open-output-file out-file #:exists 'truncate)))
   (define-values (sp stdout stdin _stderr)
     (parameterize ([current-subprocess-custodian-mode 'kill])
-      (apply subprocess out #f err 'new program args)))
+      (if (file-exists? setpriv)
+          (apply subprocess out #f err 'new setpriv "--pdeathsig" "KILL" "--" program args)
+          (apply subprocess out #f err 'new program args))))
   (close-output-port err)
   (when out (close-output-port out))
   (define p (proc name sp (subprocess-pid sp) stdin stdout out-file err-file))

@@ -1,0 +1,1062 @@
+#lang scribble/manual
+@(require scribble/core
+          (for-label racket/base
+                     racket/contract
+                     web-server/http
+                     (only-in net/url string->url)
+                     (only-in web-server/servlet-env serve/servlet)
+                     (only-in web-server/safety-limits make-safety-limits)
+                     fastcgi
+                     fastcgi/client))
+
+@(define (wire . s) (apply tt s))
+@(define (octal s) (racketvalfont s))
+@(define (nonterm s) (tt "<" s ">"))
+@(define (shell . s) (nested #:style 'code-inset (apply verbatim s)))
+
+@title{FastCGI: Serving Racket Applications behind a Web Server}
+@author{The fastcgi authors}
+
+This package runs Racket web applications as FastCGI applications, so that a web server
+such as nginx, HAProxy, lighttpd or Apache accepts HTTP and passes each request to Racket
+over a unix socket or TCP connection.
+
+An application is either an ordinary @racketmodname[web-server] servlet, a procedure
+from @racket[request?] to @racket[response?], or a @emph{raw} handler that reads the
+FastCGI params and body and writes CGI output itself. The raw interface also serves the
+Authorizer and Filter roles.
+
+The package provides the @racketmodname[fastcgi] library (@secref["api"]), the
+@racketmodname[fastcgi/client] library (@secref["client"]), and the
+@exec{raco fastcgi} command with the subcommands @exec{serve}, @exec{dev} and
+@exec{request} (@secref["cli"]).
+
+@table-of-contents[]
+
+@; ---------------------------------------------------------------------------------------
+@section[#:tag "intro"]{Introduction}
+
+A FastCGI application is a long-running process that listens on a socket. The web server
+(the @deftech{front}) connects to it and sends each HTTP request as a FastCGI request: a
+set of name-value @deftech{params} (the CGI variables such as @wire{REQUEST_METHOD},
+@wire{REQUEST_URI} and @wire{HTTP_HOST}) and a body stream. The application answers with
+CGI output: header lines, a blank line and the body. One connection can carry many
+requests, one after another or at the same time.
+
+@subsection[#:tag "quick-start"]{Quick start}
+
+The file @filepath{examples/hello.rkt} in the package's repository is a servlet:
+
+@codeblock|{
+#lang racket/base
+(require web-server/http)
+(provide start)
+
+(define (start req)
+  (response/output (λ (out) (write-bytes #"Hello, World!\n" out))
+                   #:mime-type #"text/plain"))
+}|
+
+Try it with a local HTTP front, then serve it on a unix socket for a real web server:
+
+@shell|{
+raco fastcgi dev examples/hello.rkt      # http://127.0.0.1:8080/
+raco fastcgi serve examples/hello.rkt --listen unix:/tmp/hello.sock
+}|
+
+The smallest nginx configuration that passes requests to it is one @tt{location} block:
+
+@shell|{
+location / {
+    fastcgi_pass unix:/tmp/hello.sock;
+    include fastcgi_params;
+}
+}|
+
+The socket file is created with mode @octal{0660}, so the nginx worker's user must be the
+socket's owner or in its group; see @DFlag{socket-group} in @secref["serve"].
+
+With that configuration nginx opens a new connection for every request. To keep
+connections open between requests, both of these are needed:
+
+@shell|{
+upstream hello {
+    server unix:/tmp/hello.sock;
+    keepalive 8;
+}
+server {
+    listen 80;
+    location / {
+        fastcgi_pass hello;
+        include fastcgi_params;
+        fastcgi_keep_conn on;
+    }
+}
+}|
+
+@tt{fastcgi_keep_conn on} makes nginx set the @wire{FCGI_KEEP_CONN} flag in each
+@wire{BEGIN_REQUEST}; without the flag this server closes the connection once the request
+has ended, as the FastCGI specification asks. The @tt{keepalive} directive gives nginx a
+cache of idle connections to the upstream; without it nginx closes the connection itself
+after each response, whatever the flag says. A kept connection that stays idle is closed
+by this server after @racket[#:idle-timeout] seconds (120 by default; see
+@secref["limits"]).
+
+@; ---------------------------------------------------------------------------------------
+@section[#:tag "apps"]{Applications}
+
+An application file for @exec{raco fastcgi serve} and @exec{raco fastcgi dev} is a module
+that provides one of:
+
+@itemlist[
+ @item{@racket[start], a procedure from @racket[request?] to @racket[response?]: a
+       servlet (@secref["servlets"]); it is served in the Responder role only;}
+ @item{@racketidfont{fastcgi-handler}, a procedure that takes a
+       @racket[fastcgi-request?] (@secref["raw"]), and optionally
+       @racketidfont{fastcgi-roles}, the list of roles it takes (default
+       @racket['(responder)]).}
+]
+
+When the module provides a procedure named @racket[start], it is used and
+@racketidfont{fastcgi-handler} is ignored. When it provides neither, the command stops
+with an error. From Racket, @racket[serve/fastcgi] serves a servlet and
+@racket[serve/fastcgi-raw] a raw handler.
+
+Each request runs its handler in a new Racket thread. In that thread,
+@racket[current-error-port] is the request's @wire{FCGI_STDERR} stream: what the handler
+writes there goes to the front, which typically writes it to its error log.
+
+@subsection[#:tag "servlets"]{Servlets}
+
+A servlet is applied to each request as a plain procedure; nothing else of
+@racketmodname[web-server]'s servlet machinery (continuations, @racketidfont{send/suspend},
+servlet instances) is set up. While it runs, @racket[current-fastcgi-request] holds the
+raw request.
+
+@subsubsection{From params to a request}
+
+The @racket[request] given to the servlet is built from the params as follows.
+
+@itemlist[
+ @item{Method: @wire{REQUEST_METHOD}; @racket[#"GET"] when it is absent or empty.}
+ @item{URI: @wire{REQUEST_URI}. When that param is absent, the URI is
+       @wire{SCRIPT_NAME} followed by @wire{PATH_INFO}, then @litchar{?} and
+       @wire{QUERY_STRING} when the query string is not empty; an empty URI becomes
+       @litchar{/}. The bytes are decoded as UTF-8 (invalid sequences become
+       @racket[#\uFFFD]) and parsed with @racket[string->url]; a URI that does not parse
+       is answered 400 without calling the servlet.}
+ @item{Headers: each param named @wire{HTTP_}@italic{NAME} becomes a header whose name
+       is @italic{NAME} split at underscores, each part title-cased, joined with
+       hyphens: @wire{HTTP_ACCEPT_LANGUAGE} becomes @tt{Accept-Language}.
+       @wire{CONTENT_TYPE} and @wire{CONTENT_LENGTH} become @tt{Content-Type} and
+       @tt{Content-Length} when not empty. Other params do not become headers. The
+       headers keep the order of the params, and a name sent twice gives two headers.}
+ @item{Host address and port: @wire{SERVER_ADDR} (default @racket["127.0.0.1"]) and
+       @wire{SERVER_PORT} (default @racket[0]); client address: @wire{REMOTE_ADDR}
+       (default @racket["127.0.0.1"]).}
+ @item{Bindings and body: read from the request's @wire{FCGI_STDIN} by
+       @racketmodname[web-server]'s own parser, so they behave as under
+       @racket[serve/servlet]. A @tt{GET} request's body is not read. A
+       @tt{multipart/form-data} body is parsed before the servlet is called, and file
+       parts larger than 1 MiB are spooled to temporary files. Other bodies are read
+       whole, up to @tt{Content-Length}, into @racket[request-post-data/raw]. The
+       parser gets @racket[make-safety-limits] with
+       @racket[#:max-request-body-length] set to the @racket[#:max-body] limit; its other
+       limits (on form fields, files and parts) keep their defaults. A body the parser
+       rejects is answered 400 and logged as a warning.}
+]
+
+@subsubsection{From a response to CGI output}
+
+The servlet's @racket[response] is written to the request's @wire{FCGI_STDOUT} as:
+
+@itemlist[
+ @item{@tt{Status: @italic{code} @italic{message}};}
+ @item{@tt{Content-Type: @italic{mime}} when the response has a MIME type and no
+       @tt{Content-Type} header of its own;}
+ @item{each header of the response, in order, except @tt{Connection},
+       @tt{Transfer-Encoding} and @tt{Keep-Alive} (compared without regard to case),
+       which are dropped;}
+ @item{a blank line, then the body written by the response's output procedure.}
+]
+
+Lines end with CR LF. Every CR, LF and NUL byte in the status message, the MIME type,
+a header name or a header value is replaced by a space, so a response cannot add header
+lines of its own making. No other header (such as @tt{Date} or @tt{Server}) is added.
+
+@subsubsection{Errors}
+
+When the servlet raises an exception, the front gets a plain-text
+@tt{500 Internal Server Error} page, and the exception's message is logged at level
+@racket['error] (@secref["logging"]); it is not sent to the front. When the exception
+is an @racket[exn:fail:fastcgi:body] (the body went over a limit) the page is
+@tt{413 Content Too Large} instead, and when it is a break (@racket[exn:break], as
+sent by the request timeout) it is @tt{503 Service Unavailable}. Such a page replaces any
+output that was still buffered. If output has already left (a full record of 65528 bytes,
+or after @racket[flush-output] on the output port), no page can be sent: the request
+ends with an @wire{END_REQUEST} whose application status is 1, and the front sees a
+truncated answer.
+
+@subsection[#:tag "raw"]{Raw handlers}
+
+A raw handler receives a @racket[fastcgi-request?] and writes CGI output to
+@racket[(fastcgi-request-stdout r)]: CGI header lines (such as @tt{Status} and
+@tt{Content-Type}), a blank line, then the body; the library does not check them. When the handler returns, its
+buffered output is sent and the request ends with application status 0. Its result is
+ignored. Exceptions are handled as for servlets (@secref["servlets"]). The file
+@filepath{examples/hello-raw.rkt} in the repository is a raw ``Hello, World!''; this one
+echoes the request URI:
+
+@codeblock|{
+#lang racket/base
+(require fastcgi)
+(provide fastcgi-handler)
+
+(define (fastcgi-handler r)
+  (define out (fastcgi-request-stdout r))
+  (write-bytes #"Status: 200 OK\r\nContent-Type: text/plain\r\n\r\n" out)
+  (write-bytes (fastcgi-param r "REQUEST_URI" #"") out)
+  (newline out))
+}|
+
+The handler starts as soon as the params are complete; the body arrives on
+@racket[(fastcgi-request-stdin r)] while it runs, under the flow rule in
+@secref["flow"]. A handler that reads the body as it comes keeps at most
+@racket[#:stdin-buffer] bytes of it queued, however large the body.
+
+The roles:
+
+@itemlist[
+ @item{Responder (@racket['responder]): the ordinary request; @wire{FCGI_STDIN}
+       carries the request body.}
+ @item{Authorizer (@racket['authorizer]): the front asks whether to let a request
+       through. There is no body: the stdin port is at end-of-file at once. By the
+       FastCGI specification, an answer with status 200 grants access; a header @tt{Variable-@italic{NAME}: @italic{value}}
+       in a granting answer asks the front to pass @italic{NAME} to the next stage.
+       Any other answer is a denial that the front sends to the client.}
+ @item{Filter (@racket['filter]): after @wire{FCGI_STDIN}, the front sends the file to
+       filter on the @wire{FCGI_DATA} stream, read from
+       @racket[(fastcgi-request-data r)]; its length is in the @wire{FCGI_DATA_LENGTH}
+       param.}
+]
+
+A @wire{BEGIN_REQUEST} for a role the handler does not take is answered with an
+@wire{END_REQUEST} whose protocol status is @wire{FCGI_UNKNOWN_ROLE}.
+
+@; ---------------------------------------------------------------------------------------
+@section[#:tag "cli"]{The command line}
+
+@exec{raco fastcgi} has three subcommands; @exec{raco fastcgi @italic{command} --help}
+lists a command's options.
+
+@subsection[#:tag "serve"]{@exec{raco fastcgi serve}}
+
+@commandline{raco fastcgi serve [@italic{option} ...] @italic{app-file}}
+
+Loads @italic{app-file} (@secref["apps"]) and serves it as a FastCGI application in this
+process until it receives SIGINT, SIGTERM or SIGHUP. It then stops gracefully: it stops
+accepting connections, lets the requests in flight finish for up to
+@DFlag{graceful-timeout} seconds (requests that arrive in the meantime are answered 503),
+removes its unix socket file, and exits with status 0. The app file may also come before
+the options: @exec{raco fastcgi serve app.rkt --listen unix:/tmp/app.sock} works.
+
+Log lines of the @racket[fastcgi-logger] at @DFlag{log-level} and above are printed to
+the standard error port (@secref["logging"]).
+
+The options (their descriptions as @DFlag{help} prints them, then notes):
+
+@itemlist[
+ @item{@DFlag{listen} @nonterm{addr} or @Flag{l} @nonterm{addr} ---
+       ``Address to listen on: unix:/path, HOST:PORT, [::1]:PORT or fd:0. Default: fd 0
+       when it is a listening socket (spawned by the web server), else systemd socket
+       activation (LISTEN_FDS), else an error.''
+       The address forms are described in @secref["addresses"].}
+ @item{@DFlag{allowed-clients} @nonterm{list} ---
+       ``Comma-separated IPv4/IPv6 addresses or CIDR blocks allowed to connect over TCP
+       (default: $FCGI_WEB_SERVER_ADDRS, else everyone). A list that parses to nothing
+       denies everyone.'' See @secref["security"].}
+ @item{@DFlag{socket-mode} @nonterm{octal} ---
+       ``Mode of a unix socket file (default 0660)''}
+ @item{@DFlag{socket-owner} @nonterm{user} ---
+       ``Owner (name or uid) of a unix socket file''}
+ @item{@DFlag{socket-group} @nonterm{grp} ---
+       ``Group (name or gid) of a unix socket file''
+       @linebreak[]
+       On the command line, the values of @DFlag{socket-owner} and @DFlag{socket-group}
+       are looked up as a user and a group name; a number such as @tt{33} is looked up as
+       a name too. A numeric id can be given through the @racket[#:socket-owner] and
+       @racket[#:socket-group] arguments of @racket[serve/fastcgi].}
+ @item{@DFlag{backlog} @nonterm{n} --- ``Listen backlog (default 1024)''}
+ @item{@DFlag{graceful-timeout} @nonterm{secs} ---
+       ``Seconds to finish in-flight requests on stop (default 30)''}
+ @item{@DFlag{max-body} @nonterm{size} ---
+       ``Largest request body (default 64m): 413 past it''}
+ @item{@DFlag{max-params-bytes} @nonterm{size} ---
+       ``Largest total of params (default 128k): 431 past it''}
+ @item{@DFlag{max-params-pairs} @nonterm{n} ---
+       ``Most params per request (default 1000): 431 past it''}
+ @item{@DFlag{max-concurrent} @nonterm{n} ---
+       ``Most handlers running at once (default 1000): 503 past it''}
+ @item{@DFlag{max-connections} @nonterm{n} --- ``Most open connections (default 1024)''}
+ @item{@DFlag{max-requests-per-connection} @nonterm{n} ---
+       ``Most live requests on one connection (default 100): OVERLOADED past it''}
+ @item{@DFlag{first-byte-timeout} @nonterm{secs} ---
+       ``Seconds from accept to the first byte (default 10)''}
+ @item{@DFlag{idle-timeout} @nonterm{secs} ---
+       ``Seconds a kept connection may idle between requests (default 120)''}
+ @item{@DFlag{read-timeout} @nonterm{secs} ---
+       ``Seconds without progress while a request's input is incomplete (default 30)''}
+ @item{@DFlag{write-timeout} @nonterm{secs} ---
+       ``Seconds one write may block on a peer that does not read (default 30)''}
+ @item{@DFlag{request-timeout} @nonterm{secs} ---
+       ``Seconds a handler may run before it is stopped and the front gets 503 (default:
+       no limit)''}
+ @item{@DFlag{log-level} @nonterm{level} ---
+       ``Log level on stderr: error, warning, info (access lines; default), debug''
+       (@tt{fatal} is accepted too).}
+]
+
+A @nonterm{size} is a number of bytes, optionally followed by @tt{k}, @tt{m} or @tt{g}
+(either case) for KiB, MiB or GiB: @tt{512k}, @tt{64m}. A @nonterm{secs} is a positive
+number, and @nonterm{n} a positive integer. The limit options set the fields of the same
+name described in @secref["limits"]; @racket[#:stdin-buffer] and
+@racket[#:drain-timeout] keep their defaults under @exec{raco fastcgi serve}.
+
+@subsection[#:tag "dev"]{@exec{raco fastcgi dev}}
+
+@commandline{raco fastcgi dev [@italic{option} ...] @italic{app-file}}
+
+Runs @italic{app-file} behind a local HTTP front, for trying an application without a web
+server. The application is served over FastCGI, with the default limits, on a unix
+socket in a new temporary directory. @racketmodname[web-server]'s
+@racket[serve/servlet] answers HTTP and forwards every request over a FastCGI connection
+with the params a front such as nginx sends (as @racket[fastcgi-request] builds them,
+with @wire{REMOTE_ADDR}, @wire{SERVER_ADDR} and @wire{SERVER_PORT} taken from the HTTP
+connection). A new FastCGI connection is made for each request. The answer's status
+becomes the HTTP status; its other headers, except @tt{Status} and @tt{Content-Length},
+are passed on. Each request and each answer is held whole in memory, and
+the HTTP side has @racket[serve/servlet]'s default safety limits (for example, a request
+body of at most 1 MiB), so this command is for development only. Log lines at level
+@racket['info] go to the standard error port. Ctrl-C stops it and removes the temporary
+directory.
+
+@itemlist[
+ @item{@DFlag{port} @nonterm{p} or @Flag{p} @nonterm{p} ---
+       ``HTTP port of the local front (default 8080)''}
+ @item{@DFlag{host} @nonterm{h} ---
+       ``Address the local front listens on (default 127.0.0.1)''}
+]
+
+As with @exec{serve}, the app file may come before the options.
+
+@subsection[#:tag "request"]{@exec{raco fastcgi request}}
+
+@commandline{raco fastcgi request [@italic{option} ...] @italic{address} [@italic{uri}]}
+
+Sends a request to any FastCGI application, as @tt{cgi-fcgi} does, and prints the answer.
+@italic{address} is @tt{unix:/path}, @tt{/path}, @tt{HOST:PORT} or @tt{[IPv6]:PORT};
+@italic{uri} defaults to @tt{/}. The request carries the params listed under
+@racket[fastcgi-request]. For a single request, the application's @wire{FCGI_STDERR}
+output is copied to the standard error port.
+
+@itemlist[
+ @item{@DFlag{method} @nonterm{method} ---
+       ``HTTP method (default GET, or POST when a body is given)''}
+ @item{@Flag{H} @nonterm{header} or @DFlag{header} @nonterm{header} (repeatable) ---
+       ``Add the request header "Name: value" (sent as HTTP_NAME)''}
+ @item{@Flag{p} @nonterm{name=value} or @DFlag{param} @nonterm{name=value} (repeatable) ---
+       ``Add or override the raw FastCGI param <name>''}
+ @item{@Flag{d} @nonterm{file} or @DFlag{data-file} @nonterm{file} ---
+       ``Send the body from <file> (- for stdin)''}
+ @item{@DFlag{stdin} --- ``Send the body from stdin''}
+ @item{@DFlag{role} @nonterm{role} ---
+       ``responder, authorizer or filter (default responder)''}
+ @item{@DFlag{filter-data} @nonterm{file} ---
+       ``Send <file> as the DATA stream (filter role)''}
+ @item{@DFlag{no-keep-conn} ---
+       ``Let the application close the connection after the reply''}
+ @item{@DFlag{get-values} ---
+       ``Print FCGI_MAX_CONNS, FCGI_MAX_REQS, FCGI_MPXS_CONNS as NAME=VALUE''}
+ @item{@DFlag{repeat} @nonterm{n} ---
+       ``Send <n> requests on one connection, a summary line for each''}
+ @item{@DFlag{concurrent} @nonterm{n} ---
+       ``Keep up to <n> requests in flight, multiplexed (@DFlag{repeat} defaults to <n>)''}
+ @item{@DFlag{raw} --- ``Print the CGI output as received, headers included''}
+ @item{@Flag{i} or @DFlag{include} ---
+       ``Print the status line and headers, then the body''}
+ @item{@DFlag{timeout} @nonterm{seconds} ---
+       ``Seconds to wait to connect and for each reply (default 30)''}
+]
+
+@Flag{d} and @DFlag{stdin} exclude each other, as do @DFlag{raw} and @Flag{i}.
+A non-empty body sets @wire{CONTENT_LENGTH} to its length and, unless a @tt{Content-Type} header
+is given, @wire{CONTENT_TYPE} to @tt{application/x-www-form-urlencoded}. With
+@DFlag{role} @tt{authorizer}, the params @wire{CONTENT_LENGTH}, @wire{PATH_INFO},
+@wire{PATH_TRANSLATED} and @wire{SCRIPT_NAME} are left out. With @DFlag{filter-data},
+@wire{FCGI_DATA_LENGTH} and @wire{FCGI_DATA_LAST_MOD} (the file's modification time in
+seconds) are added. @DFlag{param} values are applied last and replace params of the same
+name. @DFlag{no-keep-conn} cannot be combined with @DFlag{repeat} or
+@DFlag{concurrent}.
+
+Without @DFlag{raw} or @Flag{i}, only the body is printed. With @DFlag{repeat} or
+@DFlag{concurrent}, one line is printed per request as it completes:
+
+@verbatim|{N id=ID status=STATUS protocol=PROTOCOL-STATUS stdout=BYTES stderr=BYTES time=MSms}|
+
+The exit status is 0 when every answer has a status below 400 and the protocol status
+@wire{FCGI_REQUEST_COMPLETE}; 1 when an answer has a status of 400 or more, another
+protocol status, or output that is not valid CGI, and with @DFlag{repeat} or
+@DFlag{concurrent} when a request failed (its line reads
+@tt{@italic{N} error @italic{message}}); 2 for a usage error or a failure such as a
+refused connection or no reply within the timeout, reported in one line on the standard
+error port.
+
+@; ---------------------------------------------------------------------------------------
+@section[#:tag "api"]{The library API}
+
+@defmodule[fastcgi]
+
+@subsection[#:tag "serving"]{Serving}
+
+@defproc[(serve/fastcgi
+          [start (-> request? response?)]
+          [#:listen listen (or/c string? #f) #f]
+          [#:port port (or/c #f (integer-in 0 65535)) #f]
+          [#:listen-ip listen-ip string? "127.0.0.1"]
+          [#:limits limits limits? default-limits]
+          [#:allowed-clients allowed-clients (or/c #f string?)
+                             (getenv "FCGI_WEB_SERVER_ADDRS")]
+          [#:socket-mode socket-mode (integer-in 0 #,(octal "#o7777")) #,(octal "#o660")]
+          [#:socket-owner socket-owner (or/c #f string? exact-nonnegative-integer?) #f]
+          [#:socket-group socket-group (or/c #f string? exact-nonnegative-integer?) #f]
+          [#:backlog backlog exact-positive-integer? 1024]
+          [#:on-ready on-ready (-> string? any) void])
+         (->* () (#:timeout (>=/c 0)) void?)]{
+
+Serves the servlet @racket[start] (@secref["servlets"]) in the Responder role, and
+returns at once a procedure that stops the server. The server runs in threads of its
+own; a program that has nothing else to do must keep its main thread alive, for example
+with @racket[(sync never-evt)].
+
+The address to listen on is, in this order: @racket[listen] when it is a string
+(@secref["addresses"]); else, when @racket[port] is a number, @racket[listen-ip] and
+@racket[port] (an IPv6 @racket[listen-ip], one containing @litchar{:}, is put in
+brackets; port 0 takes a free port); else an inherited listening socket, fd 0 or a
+systemd socket. When there is none, or the address is invalid or cannot be bound,
+@racket[exn:fail:fastcgi:transport] is raised.
+
+@racket[limits] sets the server's limits (@secref["limits"]). @racket[allowed-clients]
+restricts TCP clients (@secref["security"]); the default is read from the environment
+when @racket[serve/fastcgi] is called, and @racket[#f] allows every client.
+@racket[socket-mode], @racket[socket-owner] and @racket[socket-group] apply to a unix
+socket file: a string is a user or group name, an integer a uid or gid, and @racket[#f]
+leaves the owner or group as created. @racket[backlog] is the listen backlog.
+
+@racket[on-ready] is called in the calling thread, before @racket[serve/fastcgi]
+returns, with the address the server accepts connections on, for example
+@racket["127.0.0.1:9000"] (with the port actually bound when @racket[port] was 0),
+@racket["unix:/run/app.sock"] (the path made absolute) or @racket["fd:0"].
+
+The stop procedure, called as @racket[(stop)] or @racket[(stop #:timeout secs)] (default
+30), stops gracefully: it closes the listening socket (and removes the unix socket file
+when it is still the one the server created), closes idle connections, and waits until
+the connections still serving requests end, for at most @racket[secs] seconds. Requests
+whose params complete while the server is stopping are answered 503, and a connection is
+closed when its last request ends. Connections still open when the time is up are cut;
+their requests are aborted (@racket[fastcgi-request-abort-evt]), but handler threads are
+not killed. Calling the stop procedure again does nothing.
+
+@racketblock[
+(define stop (serve/fastcgi start #:listen "unix:/run/app.sock"))
+(code:comment "later: finish the requests in flight (at most 30 s) and close")
+(stop #:timeout 30)
+]}
+
+@defproc[(serve/fastcgi-raw
+          [handler (-> fastcgi-request? any)]
+          [#:roles roles (non-empty-listof (or/c 'responder 'authorizer 'filter))
+                   '(responder)]
+          [#:listen listen (or/c string? #f) #f]
+          [#:port port (or/c #f (integer-in 0 65535)) #f]
+          [#:listen-ip listen-ip string? "127.0.0.1"]
+          [#:limits limits limits? default-limits]
+          [#:allowed-clients allowed-clients (or/c #f string?)
+                             (getenv "FCGI_WEB_SERVER_ADDRS")]
+          [#:socket-mode socket-mode (integer-in 0 #,(octal "#o7777")) #,(octal "#o660")]
+          [#:socket-owner socket-owner (or/c #f string? exact-nonnegative-integer?) #f]
+          [#:socket-group socket-group (or/c #f string? exact-nonnegative-integer?) #f]
+          [#:backlog backlog exact-positive-integer? 1024]
+          [#:on-ready on-ready (-> string? any) void])
+         (->* () (#:timeout (>=/c 0)) void?)]{
+
+Like @racket[serve/fastcgi], but serves the raw handler @racket[handler]
+(@secref["raw"]) in the roles @racket[roles]. Requests in other roles are answered
+@wire{FCGI_UNKNOWN_ROLE}.}
+
+@subsection[#:tag "addresses"]{Listen addresses}
+
+An address given to @racket[#:listen] or @DFlag{listen} is one of:
+
+@itemlist[
+ @item{@tt{unix:@italic{path}} --- a unix socket at @italic{path}, made absolute
+       relative to the current directory; at most 107 bytes. See below.}
+ @item{@tt{@italic{host}:@italic{port}} --- TCP, where @italic{host} is a numeric IPv4
+       address, @tt{localhost} (127.0.0.1), or @tt{*} or nothing (every IPv4 address,
+       0.0.0.0). Host names other than @tt{localhost} are not accepted.}
+ @item{@tt{[@italic{ipv6}]:@italic{port}} --- TCP on a numeric IPv6 address, such as
+       @tt{[::1]:9000}. On @tt{[::]} the socket also accepts IPv4 connections.}
+ @item{@tt{fd:@italic{n}} --- the listening socket already open as file descriptor
+       @italic{n}; an error if it is not a listening socket.}
+]
+
+TCP connections are accepted with @tt{TCP_NODELAY} set.
+
+@bold{Unix sockets.} The socket file is created with mode @octal{0600} or stricter and
+then changed to the requested mode (default @octal{0660}) and, when asked, owner and
+group, so it never exists with a looser mode than requested. If the path already exists:
+when it is not a socket, the server does not start; when it is a socket that a live
+server accepts connections on, the server does not start (``another server is listening
+on'' the address); when it is a stale socket that refuses connections, it is removed and
+replaced (logged at level @racket['info]). On stop, the socket file is removed if it is
+still the file this server created.
+
+@bold{Inherited sockets.} With no address, the server uses file descriptor 0 when it is
+a listening socket: the convention (@wire{FCGI_LISTENSOCK_FILENO}) by which a web server
+or @tt{spawn-fcgi} starts an application with the listening socket as its standard
+input. Otherwise, when the environment variable @tt{LISTEN_PID} is this process's id and
+@tt{LISTEN_FDS} is a positive number (systemd socket activation), it uses file descriptor
+3; the variables @tt{LISTEN_PID}, @tt{LISTEN_FDS} and @tt{LISTEN_FDNAMES} are then
+removed from the environment, and when more than one descriptor was passed, only fd 3 is
+used and a warning is logged.
+
+@subsection[#:tag "limits-api"]{Limits}
+
+@defproc[(make-limits
+          [#:max-params-bytes max-params-bytes exact-positive-integer? (* 128 1024)]
+          [#:max-params-pairs max-params-pairs exact-positive-integer? 1000]
+          [#:max-body max-body exact-nonnegative-integer? (* 64 1024 1024)]
+          [#:max-requests-per-connection max-requests-per-connection
+                                         (integer-in 1 65535) 100]
+          [#:max-concurrent max-concurrent exact-positive-integer? 1000]
+          [#:max-connections max-connections exact-positive-integer? 1024]
+          [#:stdin-buffer stdin-buffer exact-positive-integer? (* 256 1024)]
+          [#:first-byte-timeout first-byte-timeout (>/c 0) 10]
+          [#:idle-timeout idle-timeout (>/c 0) 120]
+          [#:read-timeout read-timeout (>/c 0) 30]
+          [#:write-timeout write-timeout (>/c 0) 30]
+          [#:request-timeout request-timeout (or/c #f (>/c 0)) #f]
+          [#:drain-timeout drain-timeout (>/c 0) 2])
+         limits?]{
+
+Returns a limits value for @racket[serve/fastcgi] and @racket[serve/fastcgi-raw]. Sizes
+are in bytes and times in seconds. Each field, its default and what a peer gets when it
+is reached are described in @secref["limits"].}
+
+@defproc[(limits? [v any/c]) boolean?]{
+Returns @racket[#t] if @racket[v] is a value made by @racket[make-limits].}
+
+@defthing[default-limits limits?]{
+The value of @racket[(make-limits)].}
+
+@subsection[#:tag "requests"]{Raw requests}
+
+@defproc[(fastcgi-request? [v any/c]) boolean?]{
+Returns @racket[#t] if @racket[v] is a FastCGI request as given to a raw handler or
+held by @racket[current-fastcgi-request].}
+
+@deftogether[(
+@defproc[(fastcgi-request-id [r fastcgi-request?]) (integer-in 1 65535)]
+@defproc[(fastcgi-request-role [r fastcgi-request?])
+         (or/c 'responder 'authorizer 'filter)]
+@defproc[(fastcgi-request-keep-conn? [r fastcgi-request?]) boolean?]
+@defproc[(fastcgi-request-params [r fastcgi-request?]) (listof (cons/c bytes? bytes?))]
+@defproc[(fastcgi-request-stdin [r fastcgi-request?]) input-port?]
+@defproc[(fastcgi-request-data [r fastcgi-request?]) (or/c input-port? #f)]
+@defproc[(fastcgi-request-stdout [r fastcgi-request?]) output-port?]
+@defproc[(fastcgi-request-stderr [r fastcgi-request?]) output-port?]
+@defproc[(fastcgi-request-abort-evt [r fastcgi-request?]) evt?]
+@defproc[(fastcgi-request-peer [r fastcgi-request?]) string?]
+)]{
+The parts of a request:
+
+@itemlist[
+ @item{@racket[fastcgi-request-id]: the request id the front chose, unique among the
+       live requests of its connection.}
+ @item{@racket[fastcgi-request-role]: the role from @wire{BEGIN_REQUEST}.}
+ @item{@racket[fastcgi-request-keep-conn?]: whether the front set @wire{FCGI_KEEP_CONN};
+       when it did not, the connection is closed once this request ends.}
+ @item{@racket[fastcgi-request-params]: every param as a pair of name and value, in the
+       order received; a name sent twice appears twice.}
+ @item{@racket[fastcgi-request-stdin]: the body (@wire{FCGI_STDIN}), delivered as it
+       arrives. After the request has been aborted, reading raises
+       @racket[exn:fail:fastcgi:aborted]. When the body went over
+       @racket[#:max-body] or over its @wire{CONTENT_LENGTH}, the bytes before the
+       record that went over can be read, and the read that reaches that point raises
+       @racket[exn:fail:fastcgi:body]. In the Authorizer role the port is at end-of-file
+       at once.}
+ @item{@racket[fastcgi-request-data]: the @wire{FCGI_DATA} stream in the Filter role,
+       under the same rules with @wire{FCGI_DATA_LENGTH} in place of
+       @wire{CONTENT_LENGTH}; @racket[#f] in the other roles.}
+ @item{@racket[fastcgi-request-stdout]: the output (@wire{FCGI_STDOUT}). Writes are
+       buffered and sent in records of up to 65528 bytes; @racket[flush-output] sends
+       what is buffered. Writing after the request has ended or been aborted raises
+       @racket[exn:fail:fastcgi:aborted].}
+ @item{@racket[fastcgi-request-stderr]: @wire{FCGI_STDERR}; each write is sent at once.
+       It is also the handler thread's @racket[current-error-port].}
+ @item{@racket[fastcgi-request-abort-evt]: a synchronizable event that becomes ready
+       when the request has ended, whether by the handler's return, by an
+       @wire{ABORT_REQUEST}, by a limit or timeout, or because the connection was lost
+       or cut. Its synchronization result is the event itself. A long-running handler
+       can poll it or @racket[sync] on it to stop work nobody will receive.}
+ @item{@racket[fastcgi-request-peer]: the address of the front's end of the connection:
+       an IP address in text form, or @racket["unix"] for a unix socket. It is not the
+       HTTP client's address, which fronts send in @wire{REMOTE_ADDR}.}
+]}
+
+@defproc[(fastcgi-param [r fastcgi-request?]
+                        [name (or/c bytes? string?)]
+                        [default any/c #f])
+         any]{
+Returns the value, as bytes, of the param @racket[name] (a string is encoded as UTF-8),
+or @racket[default] when the request has no such param. When the name was sent more than
+once, the first value is returned.
+
+@racketblock[(fastcgi-param r "REQUEST_METHOD") (code:comment "e.g. #\"GET\"")]}
+
+@defparam[current-fastcgi-request r (or/c fastcgi-request? #f)]{
+While a servlet served by @racket[serve/fastcgi] or @exec{raco fastcgi} runs, the raw
+request it is answering; @racket[#f] elsewhere, including in raw handlers, which receive
+the request as their argument.}
+
+@defproc[(response/authorized
+          [#:variables variables (listof (cons/c (or/c symbol? string?) string?)) '()])
+         response?]{
+Returns the response with which an Authorizer grants access: status 200, no body, no
+MIME type, and for each pair in @racket[variables] a header
+@tt{Variable-@italic{name}: @italic{value}}, which asks the front to pass the param
+@italic{name} to the next stage. Servlets are served in the Responder role only, where
+this is an ordinary 200 response with those headers.}
+
+@subsection[#:tag "logging"]{Logging}
+
+@defthing[fastcgi-logger logger?]{
+The logger, with topic @racket['fastcgi], to which the server reports. Its parent is the
+logger that was current when the library was instantiated. Log lines are:
+
+@itemlist[
+ @item{at level @racket['info]: the listening address, start and stop, and one
+       @deftech{access line} per request whose handler ran, written when the handler
+       ends:
+       @verbatim|{access PEER METHOD URI STATUS BYTES DURATIONms}|
+       where @tt{PEER} is @racket[fastcgi-request-peer], @tt{METHOD} and @tt{URI} are the
+       @wire{REQUEST_METHOD} and @wire{REQUEST_URI} params (@tt{-} when absent),
+       @tt{STATUS} is the status of the servlet's response or of a status page sent for
+       the request (@tt{-} when neither, as for a raw handler's own output), @tt{BYTES}
+       is the number of bytes the handler wrote to the stdout port, CGI headers included,
+       and @tt{DURATION} is the time from @wire{BEGIN_REQUEST} to the handler's end,
+       rounded to a millisecond;}
+ @item{at level @racket['warning]: requests answered before their handler ran (431, 413,
+       400, 503, @wire{FCGI_OVERLOADED}, @wire{FCGI_UNKNOWN_ROLE}), requests ended by the
+       flow rule or the request timeout, protocol errors, timeouts that close a
+       connection, and refused clients;}
+ @item{at level @racket['error]: exceptions raised by handlers, with the request's
+       @wire{REQUEST_URI}, except @racket[exn:fail:fastcgi:body] and the break sent
+       by the request timeout, whose causes are already logged as warnings.}
+]
+
+Every value that comes from a peer, and every exception message, is escaped before it
+goes into a log line: each byte outside the printable ASCII range 32--126, and the
+backslash, is written as @litchar{\x} followed by two lowercase hexadecimal digits. A
+log line is therefore always a single line of ASCII.
+
+@exec{raco fastcgi serve} and @exec{raco fastcgi dev} print the logger's lines with the
+topic @racket['fastcgi] to the standard error port, one per line: the UTC time, the
+level, and the message, to which Racket adds the prefix @litchar{fastcgi: }. For
+example:
+
+@verbatim|{2026-11-20T22:41:35 info fastcgi: access unix GET /a?b=1 200 58 0ms}|
+
+A program that calls @racket[serve/fastcgi] itself receives the lines with a log
+receiver:
+
+@racketblock[
+(define receiver (make-log-receiver fastcgi-logger 'info 'fastcgi))
+]}
+
+@subsection[#:tag "exns"]{Exceptions}
+
+@defstruct*[(exn:fail:fastcgi exn:fail) ()]{
+Raised by @racketmodname[fastcgi/client] for connection failures, timeouts and
+unexpected answers, and the parent of the following three structures.}
+
+@defstruct*[(exn:fail:fastcgi:protocol exn:fail:fastcgi) ()]{
+Raised for bytes that break the FastCGI protocol, such as a record with a version other
+than 1, and by @racket[parse-cgi-response] for malformed CGI output. In the server, a
+protocol error closes the connection (@secref["protocol"]) and is not raised to
+handlers.}
+
+@defstruct*[(exn:fail:fastcgi:aborted exn:fail:fastcgi) ()]{
+Raised by reads from the body ports and writes to the output ports of a request that has
+ended or been aborted. A handler that raises it (by not catching it) ends without an
+error line in the log and without an answer.}
+
+@defstruct*[(exn:fail:fastcgi:body exn:fail:fastcgi) ()]{
+Raised by a read from a body port that reaches the point where the body went over
+@racket[#:max-body] or over its declared length. A handler that does not catch it is
+answered 413.}
+
+@defstruct*[(exn:fail:fastcgi:transport exn:fail) ()]{
+Raised by @racket[serve/fastcgi] and @racket[serve/fastcgi-raw] when there is no address
+to listen on, the address is invalid, or the socket cannot be created, bound or
+listened on. It is a subtype of @racket[exn:fail], not of @racket[exn:fail:fastcgi].}
+
+@; ---------------------------------------------------------------------------------------
+@subsection[#:tag "client"]{The client}
+
+@defmodule[fastcgi/client]
+
+A FastCGI client that connects to an application, over a unix socket or TCP, and sends
+requests to it. Many requests can be in flight on one connection: each is sent by a
+thread of its own, one record at a time, and the answers are matched to requests by id.
+@exec{raco fastcgi request} and @exec{raco fastcgi dev} are built on it; it works
+with any FastCGI application. Errors are raised as @racket[exn:fail:fastcgi], which is
+provided by @racketmodname[fastcgi].
+
+@defproc[(fastcgi-connect [address string?]
+                          [#:timeout timeout (and/c real? positive?) 10])
+         fcgi-client?]{
+Connects to @racket[address]: @tt{unix:@italic{path}}, an absolute @italic{path}
+(starting with @litchar{/}), @tt{@italic{host}:@italic{port}} (a host name or address),
+or @tt{[@italic{ipv6}]:@italic{port}}, with a port from 1 to 65535. Raises
+@racket[exn:fail:fastcgi] when the address is malformed, the connection fails, or it is
+not made within @racket[timeout] seconds.}
+
+@defproc[(fcgi-client? [v any/c]) boolean?]{
+Returns @racket[#t] if @racket[v] is a connection made by @racket[fastcgi-connect].}
+
+@defproc[(fcgi-client-close [c fcgi-client?]) void?]{
+Closes the connection. Calls and @racket[fastcgi-get-values] still waiting for an answer
+raise @racket[exn:fail:fastcgi]. A connection is also closed, with the same effect, when
+the application closes it or sends bytes that are not valid FastCGI.}
+
+@deftogether[(
+@defproc[(fastcgi-call
+          [c fcgi-client?]
+          [#:params params (or/c (listof (cons/c (or/c string? bytes?) (or/c string? bytes?)))
+                                 (hash/c (or/c string? bytes?) (or/c string? bytes?)))]
+          [#:stdin stdin (or/c bytes? input-port?) #""]
+          [#:data data (or/c #f (or/c bytes? input-port?)) #f]
+          [#:role role (or/c 'responder 'authorizer 'filter (integer-in 0 65535))
+                  'responder]
+          [#:keep-conn? keep-conn? any/c #t]
+          [#:timeout timeout (and/c real? positive?) 30]
+          [#:id id (or/c #f (integer-in 1 65535)) #f])
+         any]
+@defproc[(fastcgi-call-evt
+          [c fcgi-client?]
+          [#:params params (or/c (listof (cons/c (or/c string? bytes?) (or/c string? bytes?)))
+                                 (hash/c (or/c string? bytes?) (or/c string? bytes?)))]
+          [#:stdin stdin (or/c bytes? input-port?) #""]
+          [#:data data (or/c #f (or/c bytes? input-port?)) #f]
+          [#:role role (or/c 'responder 'authorizer 'filter (integer-in 0 65535))
+                  'responder]
+          [#:keep-conn? keep-conn? any/c #t]
+          [#:timeout timeout (and/c real? positive?) 30]
+          [#:id id (or/c #f (integer-in 1 65535)) #f])
+         any]
+)]{
+@racket[fastcgi-call-evt] starts one request on @racket[c] and returns a synchronizable
+event whose synchronization result is the @racket[fcgi-reply]; @racket[fastcgi-call]
+starts the request and waits for that result.
+
+The request is sent as @wire{BEGIN_REQUEST} with @racket[role] (a number sends that
+role number as is) and the @wire{FCGI_KEEP_CONN} flag when @racket[keep-conn?] is true,
+then the @racket[params] (a hash is sent in name order), then @racket[stdin] as the
+@wire{FCGI_STDIN} stream, then, when @racket[data] is given or @racket[role] is
+@racket['filter], @racket[data] (or nothing) as the @wire{FCGI_DATA} stream. An input
+port is read one record (65528 bytes) at a time, never whole. The request id is
+@racket[id], or else the lowest id not in flight on @racket[c].
+
+Synchronizing on the event raises @racket[exn:fail:fastcgi] when no
+@wire{END_REQUEST} has arrived within @racket[timeout] seconds of the start (the
+request is not aborted), when the connection closes first, or when sending failed (the
+request is then aborted). Starting a request raises @racket[exn:fail:fastcgi] when
+@racket[c] is closed or the id is already in flight.}
+
+@defstruct*[fcgi-reply ([id (integer-in 1 65535)]
+                        [stdout bytes?]
+                        [stderr bytes?]
+                        [app-status exact-nonnegative-integer?]
+                        [protocol-status (or/c 'request-complete 'cant-mpx-conn
+                                               'overloaded 'unknown-role byte?)])
+            #:transparent]{
+The answer to one request: all of its @wire{FCGI_STDOUT} and @wire{FCGI_STDERR} bytes,
+and the application status and protocol status of its @wire{END_REQUEST}; a protocol
+status this library does not name is left as its number.}
+
+@defproc[(fastcgi-get-values [c fcgi-client?]
+                             [names (listof string?)]
+                             [#:timeout timeout (and/c real? positive?) 10])
+         (listof (cons/c string? string?))]{
+Sends @wire{FCGI_GET_VALUES} for @racket[names] and returns the pairs of the
+application's @wire{FCGI_GET_VALUES_RESULT}, which holds the names it knows. Raises
+@racket[exn:fail:fastcgi] when the application answers @wire{FCGI_UNKNOWN_TYPE}, or
+when no answer arrives within @racket[timeout] seconds.
+
+@racketblock[
+(fastcgi-get-values c '("FCGI_MAX_CONNS" "FCGI_MAX_REQS" "FCGI_MPXS_CONNS"))
+]}
+
+@defproc[(fastcgi-abort [c fcgi-client?] [id (integer-in 1 65535)]) void?]{
+Sends @wire{FCGI_ABORT_REQUEST} for the request @racket[id] when it is in flight on
+@racket[c], and does nothing otherwise. The call still ends when the application sends
+the request's @wire{END_REQUEST}.}
+
+@defproc[(fastcgi-send-raw [c fcgi-client?] [bs bytes?]) void?]{
+Writes @racket[bs] to the connection as they are, for testing how an application
+handles malformed input.}
+
+@defproc[(parse-cgi-response [bs bytes?])
+         (values (integer-in 100 999) (listof (cons/c string? string?)) bytes?)]{
+Splits CGI output into a status, the header lines and the body. The header lines run to
+the first empty line; lines may end with CR LF or LF, and every header is kept, in
+order, @tt{Status} included. The status is taken from the @tt{Status} header, else 302
+when there is a @tt{Location} header, else 200. Raises
+@racket[exn:fail:fastcgi:protocol] for a malformed header line or @tt{Status} value.}
+
+@defproc[(fastcgi-request
+          [address string?]
+          [#:method method string? "GET"]
+          [#:uri uri string? "/"]
+          [#:headers headers (listof (cons/c string? string?)) '()]
+          [#:body body (or/c bytes? input-port?) #""]
+          [#:content-length content-length (or/c #f exact-nonnegative-integer?) #f]
+          [#:params-extra params-extra
+                          (listof (cons/c (or/c string? bytes?) (or/c string? bytes?)))
+                          '()]
+          [#:timeout timeout (and/c real? positive?) 30])
+         (values (integer-in 100 999) (listof (cons/c string? string?)) bytes?)]{
+Sends one HTTP-like request the way a front such as nginx would: connects to
+@racket[address], sends a Responder request without @wire{FCGI_KEEP_CONN}, closes the
+connection, and returns the answer as @racket[parse-cgi-response] does. A port
+@racket[body] needs @racket[content-length]. Raises @racket[exn:fail:fastcgi] when the
+protocol status is not @wire{FCGI_REQUEST_COMPLETE}.
+
+The params sent are @wire{GATEWAY_INTERFACE} (@tt{CGI/1.1}), @wire{SERVER_SOFTWARE}
+(@tt{racket-fastcgi}), @wire{SERVER_PROTOCOL} (@tt{HTTP/1.1}), @wire{REQUEST_SCHEME}
+(@tt{http}), @wire{REQUEST_METHOD}, @wire{REQUEST_URI} (@racket[uri]),
+@wire{DOCUMENT_URI} and @wire{PATH_INFO} (the path of @racket[uri], percent-decoded),
+@wire{SCRIPT_NAME} (empty), @wire{QUERY_STRING}, @wire{SERVER_NAME} and
+@wire{SERVER_PORT} (from a @tt{Host} header, else @tt{localhost} and @tt{80}),
+@wire{SERVER_ADDR} and @wire{REMOTE_ADDR} (@tt{127.0.0.1}), @wire{REMOTE_PORT}
+(@tt{0}); when the body is not empty, @wire{CONTENT_LENGTH} and @wire{CONTENT_TYPE}
+(from a @tt{Content-Type} header, else @tt{application/x-www-form-urlencoded}); and
+@wire{HTTP_@italic{NAME}} for every other header, its name upper-cased with hyphens
+turned into underscores. Each pair of @racket[params-extra] replaces the param of the
+same name, or is added at the end.}
+
+@; ---------------------------------------------------------------------------------------
+@section[#:tag "limits"]{Limits}
+
+Every limit is a field of @racket[make-limits]. The table gives each field's default and
+what the peer gets when the limit is reached. A status such as 431 is sent to the front
+as a plain-text CGI answer (@tt{Status: 431 Request Header Fields Too Large}, with a
+@tt{Content-Type} and @tt{Content-Length}) followed by @wire{END_REQUEST}; the handler is
+not run.
+
+@(define (row . cells) cells)
+@tabular[
+ #:style 'boxed
+ #:sep (hspace 2)
+ #:row-properties '(bottom-border ())
+ (list
+  (row @bold{Field} @bold{Default} @bold{When reached})
+  (row @racket[#:max-params-bytes] @elem{128 KiB}
+       @elem{431: the params of one request are larger, in total, than this many bytes.})
+  (row @racket[#:max-params-pairs] @elem{1000}
+       @elem{431: one request has more params than this.})
+  (row @racket[#:max-body] @elem{64 MiB}
+       @elem{413: before the handler runs when @wire{CONTENT_LENGTH} is larger; when the
+             body itself grows past the limit (or past its @wire{CONTENT_LENGTH}), the
+             handler's read raises @racket[exn:fail:fastcgi:body] and an uncaught one is
+             answered 413. Also @racket[#:max-request-body-length] for servlets.})
+  (row @racket[#:max-requests-per-connection] @elem{100}
+       @elem{@wire{END_REQUEST} with protocol status @wire{FCGI_OVERLOADED} for a
+             @wire{BEGIN_REQUEST} while this many requests are live on its connection.})
+  (row @racket[#:max-concurrent] @elem{1000}
+       @elem{503: a request whose params complete while this many handlers run in the
+             process. Reported as @wire{FCGI_MAX_REQS}.})
+  (row @racket[#:max-connections] @elem{1024}
+       @elem{No further connection is accepted until one ends; new ones wait in the
+             listen backlog. Reported as @wire{FCGI_MAX_CONNS}.})
+  (row @racket[#:stdin-buffer] @elem{256 KiB}
+       @elem{Body bytes queued for one handler and not yet read. What happens when it is
+             full is the flow rule (@secref["flow"]).})
+  (row @racket[#:first-byte-timeout] @elem{10 s}
+       @elem{The connection is closed when no byte arrives within this time after it is
+             accepted.})
+  (row @racket[#:idle-timeout] @elem{120 s}
+       @elem{A connection with no live request is closed after this long without a new
+             one.})
+  (row @racket[#:read-timeout] @elem{30 s}
+       @elem{The connection is closed when a record is incomplete, or a live request's
+             params or body streams have not ended, and no byte arrives for this long.
+             Also the flow rule's wait for a handler that reads nothing.})
+  (row @racket[#:write-timeout] @elem{30 s}
+       @elem{When one write to the front blocks this long (the front does not read),
+             the connection is closed and its live requests are aborted.})
+  (row @racket[#:request-timeout] @elem{@racket[#f] (none)}
+       @elem{503: a handler still running this long after its request's
+             @wire{BEGIN_REQUEST} gets a break (@racket[break-thread]); a handler that
+             does not catch it is answered 503 if nothing has been sent yet. A handler
+             that is still running 5 s after the break has its request ended with
+             @wire{END_REQUEST} (application status 1), and its later writes fail.})
+  (row @racket[#:drain-timeout] @elem{2 s}
+       @elem{When the server closes a connection gracefully, it half-closes it and reads
+             and discards what the front still sends, for at most this long, before
+             closing it.}))]
+
+Other answers given before a handler runs:
+
+@itemlist[
+ @item{400 when the params are malformed (a name or value length that runs past the end
+       of the params) or @wire{CONTENT_LENGTH} is not empty and not a number of 1 to 18
+       digits.}
+ @item{503 when the server is stopping.}
+ @item{@wire{END_REQUEST} with @wire{FCGI_UNKNOWN_ROLE} for a role the handler does not
+       take; if that request did not set @wire{FCGI_KEEP_CONN}, the connection is then
+       closed.}
+]
+
+A connection that is closed because of a timeout is closed at once: its live requests
+are aborted and get no @wire{END_REQUEST}. Answers and closes are logged at level
+@racket['warning] (@secref["logging"]).
+
+@; ---------------------------------------------------------------------------------------
+@section[#:tag "protocol"]{Protocol coverage}
+
+The server implements FastCGI 1.0.
+
+@bold{Record types.} The server reads @wire{FCGI_BEGIN_REQUEST},
+@wire{FCGI_ABORT_REQUEST}, @wire{FCGI_PARAMS}, @wire{FCGI_STDIN}, @wire{FCGI_DATA} and
+@wire{FCGI_GET_VALUES}, and writes @wire{FCGI_STDOUT}, @wire{FCGI_STDERR},
+@wire{FCGI_END_REQUEST}, @wire{FCGI_GET_VALUES_RESULT} and @wire{FCGI_UNKNOWN_TYPE}.
+Records of other known types that an application does not expect (such as
+@wire{FCGI_STDOUT} from the front) are ignored. A record of an unknown type with request
+id 0 is answered @wire{FCGI_UNKNOWN_TYPE}; with another id it is ignored. Output records
+are padded to a multiple of 8 bytes. The last @wire{FCGI_STDOUT} record, the empty
+record that ends the stream and the @wire{FCGI_END_REQUEST} leave in one write.
+
+@bold{Roles.} Responder, Authorizer and Filter, as described in @secref["raw"].
+Servlets take the Responder role only.
+
+@bold{Multiplexing.} A connection can carry many live requests at once, up to
+@racket[#:max-requests-per-connection]; each runs its own handler thread. Records of
+different requests never interleave inside one write.
+
+@bold{Keeping connections.} When a request's @wire{BEGIN_REQUEST} does not set
+@wire{FCGI_KEEP_CONN}, the connection is closed gracefully (see
+@racket[#:drain-timeout]) once that request has ended. When it does, the connection stays
+open for further requests, subject to @racket[#:idle-timeout].
+
+@bold{@wire{FCGI_GET_VALUES}.} Sent with request id 0, it is answered with those of the
+following names that were asked for, each at most once; other names are left out.
+@wire{FCGI_GET_VALUES} records with another request id are ignored.
+
+@tabular[
+ #:style 'boxed
+ #:sep (hspace 2)
+ #:row-properties '(bottom-border ())
+ (list
+  (list @bold{Name} @bold{Value})
+  (list @wire{FCGI_MAX_CONNS} @elem{@racket[#:max-connections] (default 1024)})
+  (list @wire{FCGI_MAX_REQS} @elem{@racket[#:max-concurrent] (default 1000)})
+  (list @wire{FCGI_MPXS_CONNS} @elem{@tt{1}}))]
+
+@bold{@wire{FCGI_ABORT_REQUEST}.} The request ends at once: the server sends the empty
+@wire{FCGI_STDOUT} record (when some output was already sent) and an
+@wire{END_REQUEST} with application status 1 and protocol status
+@wire{FCGI_REQUEST_COMPLETE}. The handler thread is not killed:
+@racket[fastcgi-request-abort-evt] becomes ready, its body reads and output writes raise
+@racket[exn:fail:fastcgi:aborted], and nothing more it writes is sent. An
+@wire{ABORT_REQUEST} for an id that is not live is ignored.
+
+@bold{Protocol errors.} The connection is closed, its live requests are aborted and a
+warning is logged on any of:
+
+@itemlist[
+ @item{a record whose version is not 1;}
+ @item{an @wire{FCGI_PARAMS}, @wire{FCGI_STDIN}, @wire{FCGI_DATA} or
+       @wire{FCGI_ABORT_REQUEST} record before the first @wire{FCGI_BEGIN_REQUEST} on
+       the connection;}
+ @item{an @wire{FCGI_BEGIN_REQUEST} with request id 0, with a body that is not 8 bytes
+       long, or for an id that is already live;}
+ @item{an @wire{FCGI_STDIN} or @wire{FCGI_DATA} record for a request whose params have
+       not ended;}
+ @item{a malformed @wire{FCGI_GET_VALUES}.}
+]
+
+Records for request ids that are not live (for example, the rest of a request that was
+already answered) are skipped.
+
+@subsection[#:tag "flow"]{The body flow rule}
+
+Each request has its own body buffer of @racket[#:stdin-buffer] bytes, and one reader per
+connection decodes the records and feeds the buffers.
+
+@itemlist[
+ @item{While a request is the only live request on its connection, a full buffer pauses
+       the reader until the handler reads. The front's writes then block, so a large
+       upload streams through the buffer instead of piling up in memory.}
+ @item{When other requests are live on the same connection, the reader never waits for
+       one handler: a request whose buffer overflows is ended at once with an
+       @wire{END_REQUEST} (application status 1, no answer of its own), and the other
+       requests go on.}
+ @item{A handler that reads nothing of a pending body for @racket[#:read-timeout]
+       seconds has its request ended in the same way. (The reader receives nothing
+       from the front meanwhile, so the connection's own @racket[#:read-timeout] can
+       close the connection first; its requests are then aborted.)}
+]
+
+@; ---------------------------------------------------------------------------------------
+@section[#:tag "security"]{Security notes}
+
+@bold{Allowed clients.} @racket[#:allowed-clients] and @DFlag{allowed-clients} take a list
+of IPv4 and IPv6 addresses and CIDR blocks (@tt{10.0.0.0/8}, @tt{::1}), separated by
+commas or whitespace; the default is the environment variable
+@tt{FCGI_WEB_SERVER_ADDRS}, the variable the FastCGI specification names for this. An
+IPv4-mapped IPv6 address (@tt{::ffff:10.0.0.1}) matches as the IPv4 address it maps.
+Invalid entries are ignored with a warning, and a list with no valid entry denies every
+TCP client. A TCP connection from an address not on the list is closed at once and logged.
+The list does not apply to unix socket connections, whose access is controlled by the
+socket file's mode, owner and group. Without a list, every client that can reach the
+socket is served; the @racket[#:port] form of @racket[serve/fastcgi] listens on
+127.0.0.1 by default.
+
+@bold{Unix socket modes.} The socket file never exists with a mode looser than the one
+asked for (default @octal{0660}: owner and group only), and an existing file that is not
+a socket, or a socket a live server is using, is never removed (@secref["addresses"]).
+
+@bold{Limits.} Every size and count has a bounded default, and so has every wait
+except a handler's own running time, which @racket[#:request-timeout] bounds only when
+it is set (@secref["limits"]).
+Lengths read from the wire are checked against the bytes actually present before
+anything is allocated. For servlets, @racketmodname[web-server]'s form and multipart
+limits apply as well (@secref["servlets"]).
+
+@bold{Log escaping.} Values from peers are escaped in log lines (@secref["logging"]), so
+a request cannot forge or split log lines. Exception messages are logged, not sent to
+the front.
+
+@bold{Response headers.} CR, LF and NUL in a servlet's status message and headers are
+replaced by spaces, and hop-by-hop headers are dropped (@secref["servlets"]).
+
+@bold{Params are not environment variables.} Params are never put into the process's
+environment, so a @wire{HTTP_PROXY} param (from a client's @tt{Proxy} header) cannot set
+the @tt{HTTP_PROXY} variable that HTTP client libraries read: the ``httpoxy'' problem
+does not apply. A servlet sees it only as a @tt{Proxy} header.
+
+@bold{Repeated params.} A front can send the same param name twice.
+@racket[fastcgi-param], and the server's own checks of @wire{CONTENT_LENGTH}, use the
+first value. @racket[fastcgi-request-params] and the headers of the servlet's
+@racket[request] keep both, in order.
