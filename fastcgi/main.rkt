@@ -20,7 +20,8 @@
  (contract-out
   [serve/fastcgi
    (->* ((-> request? response?))
-        (#:listen (or/c string? #f)
+        (#:roles (non-empty-listof (or/c 'responder 'authorizer))
+         #:listen (or/c string? #f)
          #:port (or/c #f (integer-in 0 65535))
          #:listen-ip string?
          #:limits limits?
@@ -82,13 +83,15 @@
 
 ;; serve/fastcgi : (request -> response) keyword-options -> stop procedure
 ;; Serves a web-server servlet; returns at once with the procedure that stops gracefully.
-(define (serve/fastcgi start #:limits [lim default-limits]
+;; With 'authorizer among the roles, the servlet also answers Authorizer requests (see
+;; response/authorized); the raw request's role says which it is serving.
+(define (serve/fastcgi start #:roles [roles '(responder)] #:limits [lim default-limits]
                        #:listen [listen #f] #:port [port #f] #:listen-ip [ip "127.0.0.1"]
                        #:allowed-clients [allowed (getenv "FCGI_WEB_SERVER_ADDRS")]
                        #:socket-mode [mode #o660] #:socket-owner [owner #f]
                        #:socket-group [group #f] #:backlog [backlog 1024]
                        #:on-ready [on-ready void])
-  (serve* (servlet->handler start lim) '(responder) lim listen port ip allowed mode owner
+  (serve* (servlet->handler start lim) roles lim listen port ip allowed mode owner
           group backlog on-ready))
 
 ;; serve/fastcgi-raw : (fastcgi-request -> any) keyword-options -> stop procedure

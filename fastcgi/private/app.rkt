@@ -1,7 +1,8 @@
 #lang racket/base
 ;; Loading an application file for `raco fastcgi serve` and `dev`.
 ;; A servlet app provides `start : request -> response`; a raw app provides
-;; `fastcgi-handler : fastcgi-request -> any` and, optionally, `fastcgi-roles`.
+;; `fastcgi-handler : fastcgi-request -> any`. Either may provide `fastcgi-roles` (default
+;; '(responder)); a servlet may take 'responder and 'authorizer.
 (require racket/path
          "limits.rkt"
          "web.rkt")
@@ -14,10 +15,14 @@
     (raise-user-error 'raco-fastcgi "application file not found: ~a" file))
   (define start (dynamic-require path 'start (λ () #f)))
   (define raw (dynamic-require path 'fastcgi-handler (λ () #f)))
+  (define roles (dynamic-require path 'fastcgi-roles (λ () '(responder))))
+  (define allowed (if (procedure? start) '(responder authorizer) '(responder authorizer filter)))
+  (unless (and (list? roles) (pair? roles) (andmap (λ (r) (memq r allowed)) roles))
+    (raise-user-error 'raco-fastcgi "~a: fastcgi-roles must be a non-empty list of ~a, got ~e"
+                      file allowed roles))
   (cond
-    [(procedure? start) (values (servlet->handler start lim) '(responder))]
-    [(procedure? raw)
-     (values raw (dynamic-require path 'fastcgi-roles (λ () '(responder))))]
+    [(procedure? start) (values (servlet->handler start lim) roles)]
+    [(procedure? raw) (values raw roles)]
     [else
      (raise-user-error 'raco-fastcgi
                        "~a provides neither `start` (a servlet: request -> response) nor `fastcgi-handler` (raw)"

@@ -77,6 +77,10 @@
     (raise-user-error 'raco-fastcgi "~a: expected a positive integer, got ~s" flag s))
   n)
 
+;; name-or-id : string -> (or/c string natural) ; "33" is a uid/gid, "www-data" a name
+(define (name-or-id s)
+  (if (regexp-match? #rx"^[0-9]+$" s) (string->number s) s))
+
 ;; handle-serve : (vectorof string) -> void
 (define (handle-serve argv)
   (define listen #f)
@@ -105,8 +109,8 @@
      [("--socket-mode") octal "Mode of a unix socket file (default 0660)"
       (set! mode (or (string->number octal 8)
                      (raise-user-error 'raco-fastcgi "--socket-mode: expected an octal mode like 0660, got ~s" octal)))]
-     [("--socket-owner") user "Owner (name or uid) of a unix socket file" (set! owner user)]
-     [("--socket-group") grp "Group (name or gid) of a unix socket file" (set! group grp)]
+     [("--socket-owner") user "Owner (name or uid) of a unix socket file" (set! owner (name-or-id user))]
+     [("--socket-group") grp "Group (name or gid) of a unix socket file" (set! group (name-or-id grp))]
      [("--backlog") n "Listen backlog (default 1024)" (set! backlog (count-arg "--backlog" n))]
      [("--graceful-timeout") secs "Seconds to finish in-flight requests on stop (default 30)"
       (set! graceful (seconds-arg "--graceful-timeout" secs))]

@@ -7,8 +7,9 @@
 ;; While it is the only live request on its connection, a full buffer pauses the reader,
 ;; so TCP pushes back on the front and a 1 GiB upload streams through a small buffer.
 ;; When other requests are live on the same connection, the reader never waits on one
-;; handler: a request whose buffer overflows is ended at once (END_REQUEST; 503 if it had
-;; sent nothing yet), and the others go on. A handler that reads nothing of a pending body
+;; handler: a request whose buffer overflows is ended at once (the empty STDOUT if any
+;; STDOUT left, then END_REQUEST with application status 1; its handler's reads and writes
+;; fail from then on), and the others go on. A handler that reads nothing of a pending body
 ;; for read-timeout seconds is ended the same way.
 (require "limits.rkt"
          "log.rkt"
@@ -279,6 +280,8 @@
                               (fastcgi-request-id r) (log-escape (conn-peer c)) (limits-stdin-buffer lim))
          (end-stalled! c r shutdown-write)]
         [else
+         ;; the wait below has its own bound; the peer is not the slow one here
+         (set-conn-deadline! c #f)
          (define ready (sync/timeout (limits-read-timeout lim) out (fastcgi-request-abort-evt r)))
          (cond
            [(not ready)

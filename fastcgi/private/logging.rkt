@@ -1,6 +1,7 @@
 #lang racket/base
-;; Log lines of the `fastcgi` logger (and the application's own `fastcgi`-topic lines) to
-;; stderr, one line each: time, level, message. Messages are escaped where they are made.
+;; Log lines to stderr, one line each: time, level, message. The `fastcgi` topic at the
+;; chosen level, every other topic (the application's own loggers) at warning and above.
+;; Messages of the `fastcgi` topic are escaped where they are made.
 (require racket/date
          "log.rkt")
 (provide start-stderr-logging!
@@ -11,7 +12,7 @@
 
 ;; start-stderr-logging! : symbol -> void
 (define (start-stderr-logging! level)
-  (define receiver (make-log-receiver fastcgi-logger level 'fastcgi))
+  (define receiver (make-log-receiver (current-logger) level 'fastcgi 'warning #f))
   (define err (current-error-port))
   (set! printer
         (thread

@@ -7,6 +7,7 @@
 (require net/url
          racket/string
          web-server/http/request-structs
+         web-server/dispatchers/dispatch
          web-server/http/response-structs
          web-server/safety-limits
          (only-in (submod web-server/http/request internal-test) read-bindings&post-data/raw)
@@ -25,8 +26,11 @@
 
 ;; servlet->handler : (request -> response) limits -> (fastcgi-request -> void)
 (define (servlet->handler start lim)
+  ;; the body limit of the engine governs uploads too (web-server's own default would cap
+  ;; each uploaded file at 10 MiB)
   (define safety
-    (make-safety-limits #:max-request-body-length (limits-max-body lim)))
+    (make-safety-limits #:max-request-body-length (limits-max-body lim)
+                        #:max-form-data-file-length (limits-max-body lim)))
   (λ (r)
     (current-fastcgi-request r)
     (define req
@@ -44,7 +48,14 @@
        (log-fastcgi-warning "request ~a from ~a: REQUEST_URI does not parse: answered 400"
                             (fastcgi-request-id r) (log-escape (fastcgi-request-peer r)))
        (request-respond-status! r 400 "Bad Request")]
-      [else (write-response r (start req))])))
+      [else
+       (define resp
+         (with-handlers ([exn:dispatcher? (λ (e) #f)])
+           (start req)))
+       ;; dispatch-rules with no matching rule and no else: 404, as under serve/servlet
+       (if resp
+           (write-response r resp)
+           (request-respond-status! r 404 "Not Found"))])))
 
 ;; params->headers : (listof (cons bytes bytes)) -> (listof header)
 ;; HTTP_ACCEPT_LANGUAGE becomes Accept-Language; CONTENT_TYPE and CONTENT_LENGTH become
