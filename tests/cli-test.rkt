@@ -2,6 +2,8 @@
 ;; `raco fastcgi serve` as a process: listening forms (unix, TCP, inherited fd 0, systemd),
 ;; graceful stop on SIGTERM with a request in flight, and clear errors for bad input.
 (require ffi/unsafe/port
+         net/http-client
+         racket/tcp
          racket/file
          racket/port
          rackunit
@@ -120,5 +122,25 @@
   (check-equal? s4 1)
   (check-regexp-match #rx"listening" e4)
   (listener-close! l))
+
+(test-case "raco fastcgi dev: a local HTTP front forwards over FastCGI"
+  (define port (let* ([l (tcp-listen 0 4 #t "127.0.0.1")]
+                      [p (let-values ([(a b c d) (tcp-addresses l #t)]) b)])
+                 (tcp-close l)
+                 p))
+  (define-values (p err out) (spawn (list "dev" app "--port" (number->string port))))
+  (define line (sync/timeout 30 (read-line-evt out)))
+  (check-regexp-match #rx"behind FastCGI at unix:" line)
+  (define (get path)
+    (let retry ([n 50])
+      (with-handlers ([exn:fail? (λ (e) (if (zero? n) (raise e) (begin (sleep 0.2) (retry (sub1 n)))))])
+        (define-values (status headers body)
+          (http-sendrecv "127.0.0.1" path #:port port))
+        (list status (port->bytes body)))))
+  (define r (get "/anything?x=1"))
+  (check-true (regexp-match? #rx#"^HTTP/1.1 200" (car r)))
+  (check-equal? (cadr r) #"Hello, World!\n")
+  (subprocess-kill p #t)
+  (void (sync/timeout 10 p)))
 
 (delete-directory/files dir #:must-exist? #f)
