@@ -11,7 +11,8 @@
 ;; STDOUT left, then END_REQUEST with application status 1; its handler's reads and writes
 ;; fail from then on), and the others go on. A handler that reads nothing of a pending body
 ;; for read-timeout seconds is ended the same way.
-(require "limits.rkt"
+(require ffi/unsafe/atomic
+         "limits.rkt"
          "log.rkt"
          "protocol.rkt"
          "request.rkt"
@@ -56,8 +57,10 @@
   (conn-broken! c))
 
 ;; set-read-deadline! : conn limits boolean natural -> void
+;; Atomic: retire! (in a handler's thread) also sets the deadline from the live requests.
 (define (set-read-deadline! c lim partial? served)
   (define reqs (conn-requests c))
+  (start-atomic)
   (define secs
     (cond
       [(or partial? (for/or ([r (in-hash-values reqs)]) (not (request-input-done? r))))
@@ -65,7 +68,8 @@
       [(> (hash-count reqs) 0) #f]
       [(zero? served) (limits-first-byte-timeout lim)]
       [else (limits-idle-timeout lim)]))
-  (set-conn-deadline! c (and secs (+ (now-ms) (* 1000 secs)))))
+  (set-conn-deadline! c (and secs (+ (now-ms) (* 1000 secs))))
+  (end-atomic))
 
 ;; protocol-close! : conn string -> void
 (define (protocol-close! c why)
@@ -387,7 +391,18 @@
 (define (retire! c r shutdown-write)
   (define reqs (conn-requests c))
   (define id (fastcgi-request-id r))
+  ;; The reader sets no deadline while a handler runs and then blocks in a read, so it
+  ;; never got to start the idle clock: the last request to end starts it here (keeping an
+  ;; earlier deadline, such as the read timeout of a partial record). Atomic, like
+  ;; set-read-deadline!, so that neither overwrites the other with a stale decision.
+  ;; (Without this a kept connection stayed open forever once its requests were done.)
+  (start-atomic)
   (when (eq? (hash-ref reqs id #f) r) (hash-remove! reqs id))
+  (when (and (zero? (hash-count reqs)) (not (conn-closing? c)))
+    (define idle (+ (now-ms) (* 1000 (limits-idle-timeout (server-limits (conn-server c))))))
+    (define old (conn-deadline c))
+    (set-conn-deadline! c (if old (min old idle) idle)))
+  (end-atomic)
   (when (or (not (fastcgi-request-keep-conn? r))
             (and (server-closing? (conn-server c)) (zero? (hash-count reqs))))
     (conn-close! c shutdown-write)))

@@ -28,7 +28,13 @@
               [on-broken #:mutable]))     ; conn -> void : aborts every live request
 
 ;; make-conn : input-port output-port string server -> conn
+;; The output port is made unbuffered: conn-send! writes whole batches and flushes anyway,
+;; and closing a buffered fd port while a writer is blocked on it (a peer that stopped
+;; reading) tries to flush first and blocks the closer forever; that closer is the
+;; deadline manager of every connection (conn-broken! from watch-deadlines). Unbuffered,
+;; the close returns at once, the blocked write fails, and the fd is released.
 (define (make-conn in out peer srv)
+  (when (file-stream-port? out) (file-stream-buffer-mode out 'none))
   (conn in out peer srv (make-semaphore 1) (make-hasheqv) #f #f #f #f void))
 
 ;; now-ms : -> flonum

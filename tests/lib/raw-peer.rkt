@@ -6,6 +6,7 @@
          racket/list
          racket/string
          racket/unix-socket
+         rackunit
          "../../fastcgi/main.rkt"
          "../../fastcgi/private/protocol.rkt")
 (provide call-with-server
@@ -13,7 +14,8 @@
          peer? peer-connect peer-send! peer-close! peer-shutdown-write! peer-extras
          peer-read-record peer-answers peer-answer peer-eof? peer-quiet?
          request-bytes stream->bytes begin-bytes abort-bytes
-         cgi-status cgi-header cgi-body)
+         cgi-status cgi-header cgi-body
+         with-peer params split-records interleave check-has check-status)
 
 ;; call-with-server : handler (path-string -> any) #:roles #:limits -> any
 ;; Runs a server for the duration of proc, which gets the socket path; stops it after.
@@ -181,3 +183,41 @@
 (define (cgi-body bs)
   (define-values (head body) (cgi-split bs))
   body)
+
+;; ---------------------------------------------------------------------------------------
+;; Test conveniences.
+
+;; with-peer : path-string (peer -> any) -> any ; the peer is closed afterwards
+(define (with-peer path proc)
+  (define p (peer-connect path))
+  (dynamic-wind void (λ () (proc p)) (λ () (peer-close! p))))
+
+;; params : string string ... -> (listof (cons string string)) ; "N1" "V1" "N2" "V2" ...
+(define (params . kvs)
+  (let loop ([kvs kvs])
+    (if (null? kvs) '() (cons (cons (car kvs) (cadr kvs)) (loop (cddr kvs))))))
+
+;; split-records : bytes -> (listof bytes) ; a well-formed record stream, one per element
+(define (split-records bs)
+  (let loop ([i 0] [acc '()])
+    (if (= i (bytes-length bs))
+        (reverse acc)
+        (let ([n (+ 8 (* 256 (bytes-ref bs (+ i 4))) (bytes-ref bs (+ i 5)) (bytes-ref bs (+ i 6)))])
+          (loop (+ i n) (cons (subbytes bs i (+ i n)) acc))))))
+
+;; interleave : (listof (listof bytes)) -> bytes ; round robin over per-request records
+(define (interleave lists)
+  (let loop ([lists lists] [acc '()])
+    (define live (filter pair? lists))
+    (if (null? live)
+        (apply bytes-append (reverse acc))
+        (loop (map cdr live) (append (reverse (map car live)) acc)))))
+
+;; check-has : regexp bytes -> void
+(define-check (check-has rx bs)
+  (unless (regexp-match? rx bs) (fail-check (format "~s not in ~s" rx bs))))
+
+;; check-status : answer natural -> void ; a CGI status and a complete END_REQUEST
+(define (check-status a code)
+  (check-equal? (cgi-status (answer-stdout a)) code (format "~s" (answer-stdout a)))
+  (check-equal? (answer-protocol-status a) 'request-complete))
