@@ -336,13 +336,20 @@
    (thread
    (λ ()
      (current-error-port (fastcgi-request-stderr r))
-     (with-handlers ([(λ (e) #t) (λ (e) (handler-failed! c r e))])
-       (handler r)
-       ;; no flush here: the buffered tail leaves with END_REQUEST in one write
-       (request-finish! r 0 'request-complete))
-     (counter-add! (server-running srv) -1)
-     (retire! c r shutdown-write)
-     (log-access c r)))))
+     (define failure
+       (with-handlers ([(λ (e) #t) box])
+         (handler r)
+         #f))
+     (parameterize-break #f
+       ;; the handler is done: its slot is free before the answer leaves, so a front that
+       ;; sends the next request at once never finds a stale count (a false 503)
+       (counter-add! (server-running srv) -1)
+       (if failure
+           (handler-failed! c r (unbox failure))
+           ;; no flush before: the buffered tail leaves with END_REQUEST in one write
+           (request-finish! r 0 'request-complete))
+       (retire! c r shutdown-write)
+       (log-access c r))))))
 
 ;; handler-error-status : any -> (values natural string)
 ;; The answer for a handler that raised v.
