@@ -1,5 +1,6 @@
 # Two set-up commands: `make run` (try the hello example) and `make test` (the whole suite).
 # Both install what they need; `make install` links the package from this checkout.
+SHELL  := /bin/bash
 RACO   ?= raco
 RACKET ?= racket
 PORT   ?= 8080
@@ -33,7 +34,11 @@ test-deps:
 
 test: install test-deps
 	$(RACO) make -v tests/*.rkt tests/integration/*.rkt
-	$(RACO) test --timeout 600 tests
+	@set -o pipefail; $(RACO) test --timeout 600 tests 2>&1 | tee test-output.log; status=$$?; \
+	passed=$$(grep -Eo '^[0-9]+ tests? passed' test-output.log | grep -Eo '^[0-9]+' || echo 0); \
+	failed=$$(grep -Eo '^[0-9]+/[0-9]+ test failures' test-output.log | grep -Eo '^[0-9]+' || echo 0); \
+	if [ "$$failed" != 0 ]; then total=$$(grep -Eo '^[0-9]+/[0-9]+ test failures' test-output.log | grep -Eo '/[0-9]+' | tr -d /); passed=$$((total - failed)); fi; \
+	echo "$$passed passed, $$failed failed"; exit $$status
 
 docs: install
 	$(RACO) scribble --html --dest doc +m fastcgi/scribblings/fastcgi.scrbl
