@@ -6,6 +6,8 @@
                      (only-in net/url string->url)
                      (only-in web-server/servlet-env serve/servlet)
                      (only-in web-server/safety-limits make-safety-limits)
+                     (only-in web-server/dispatch dispatch-rules)
+                     (only-in web-server/dispatchers/dispatch exn:dispatcher)
                      fastcgi
                      fastcgi/client))
 
@@ -110,12 +112,15 @@ that provides one of:
 
 @itemlist[
  @item{@racket[start], a procedure from @racket[request?] to @racket[response?]: a
-       servlet (@secref["servlets"]); it is served in the Responder role only;}
+       servlet (@secref["servlets"]);}
  @item{@racketidfont{fastcgi-handler}, a procedure that takes a
-       @racket[fastcgi-request?] (@secref["raw"]), and optionally
-       @racketidfont{fastcgi-roles}, the list of roles it takes (default
-       @racket['(responder)]).}
+       @racket[fastcgi-request?] (@secref["raw"]).}
 ]
+
+Either kind may also provide @racketidfont{fastcgi-roles}, the non-empty list of roles
+it takes (default @racket['(responder)]): @racket['responder] and @racket['authorizer]
+for a servlet, any of @racket['responder], @racket['authorizer] and @racket['filter] for
+a raw handler. Any other value stops the command with an error.
 
 When the module provides a procedure named @racket[start], it is used and
 @racketidfont{fastcgi-handler} is ignored. When it provides neither, the command stops
@@ -161,9 +166,11 @@ The @racket[request] given to the servlet is built from the params as follows.
        parts larger than 1 MiB are spooled to temporary files. Other bodies are read
        whole, up to @tt{Content-Length}, into @racket[request-post-data/raw]. The
        parser gets @racket[make-safety-limits] with
-       @racket[#:max-request-body-length] set to the @racket[#:max-body] limit; its other
-       limits (on form fields, files and parts) keep their defaults. A body the parser
-       rejects is answered 400 and logged as a warning.}
+       @racket[#:max-request-body-length] and @racket[#:max-form-data-file-length] set to
+       the @racket[#:max-body] limit (so one uploaded file may be as large as the whole
+       body may be); its other limits (on the number and size of form fields, the number
+       of files and parts) keep their defaults. A body the parser rejects is answered 400
+       and logged as a warning.}
 ]
 
 @subsubsection{From a response to CGI output}
@@ -186,7 +193,9 @@ lines of its own making. No other header (such as @tt{Date} or @tt{Server}) is a
 
 @subsubsection{Errors}
 
-When the servlet raises an exception, the front gets a plain-text
+When the servlet raises @racket[exn:dispatcher] (what @racket[dispatch-rules] does
+when no rule matches and there is no @racket[else] clause), the front gets a plain-text
+@tt{404 Not Found} page, as under @racket[serve/servlet]. When the servlet raises an exception, the front gets a plain-text
 @tt{500 Internal Server Error} page, and the exception's message is logged at level
 @racket['error] (@secref["logging"]); it is not sent to the front. When the exception
 is an @racket[exn:fail:fastcgi:body] (the body went over a limit) the page is
@@ -282,10 +291,8 @@ The options (their descriptions as @DFlag{help} prints them, then notes):
  @item{@DFlag{socket-group} @nonterm{grp} ---
        ``Group (name or gid) of a unix socket file''
        @linebreak[]
-       On the command line, the values of @DFlag{socket-owner} and @DFlag{socket-group}
-       are looked up as a user and a group name; a number such as @tt{33} is looked up as
-       a name too. A numeric id can be given through the @racket[#:socket-owner] and
-       @racket[#:socket-group] arguments of @racket[serve/fastcgi].}
+       A value made only of digits, such as @tt{33}, is a numeric uid or gid; any other
+       value is looked up as a user or group name.}
  @item{@DFlag{backlog} @nonterm{n} --- ``Listen backlog (default 1024)''}
  @item{@DFlag{graceful-timeout} @nonterm{secs} ---
        ``Seconds to finish in-flight requests on stop (default 30)''}
@@ -420,6 +427,7 @@ error port.
 
 @defproc[(serve/fastcgi
           [start (-> request? response?)]
+          [#:roles roles (non-empty-listof (or/c 'responder 'authorizer)) '(responder)]
           [#:listen listen (or/c string? #f) #f]
           [#:port port (or/c #f (integer-in 0 65535)) #f]
           [#:listen-ip listen-ip string? "127.0.0.1"]
@@ -433,8 +441,8 @@ error port.
           [#:on-ready on-ready (-> string? any) void])
          (->* () (#:timeout (>=/c 0)) void?)]{
 
-Serves the servlet @racket[start] (@secref["servlets"]) in the Responder role, and
-returns at once a procedure that stops the server. The server runs in threads of its
+Serves the servlet @racket[start] (@secref["servlets"]) in the given @racket[roles]
+(requests in any other role get @wire{FCGI_UNKNOWN_ROLE}), and returns at once a procedure that stops the server. The server runs in threads of its
 own; a program that has nothing else to do must keep its main thread alive, for example
 with @racket[(sync never-evt)].
 
@@ -634,8 +642,10 @@ the request as their argument.}
 Returns the response with which an Authorizer grants access: status 200, no body, no
 MIME type, and for each pair in @racket[variables] a header
 @tt{Variable-@italic{name}: @italic{value}}, which asks the front to pass the param
-@italic{name} to the next stage. Servlets are served in the Responder role only, where
-this is an ordinary 200 response with those headers.}
+@italic{name} to the next stage. A servlet answers Authorizer requests when it is
+served with @racket['authorizer] among its roles (@racket[#:roles] of
+@racket[serve/fastcgi], or @racketidfont{fastcgi-roles} in an application file); inside
+it, @racket[(fastcgi-request-role (current-fastcgi-request))] tells the role.}
 
 @subsection[#:tag "logging"]{Logging}
 
@@ -669,10 +679,13 @@ goes into a log line: each byte outside the printable ASCII range 32--126, and t
 backslash, is written as @litchar{\x} followed by two lowercase hexadecimal digits. A
 log line is therefore always a single line of ASCII.
 
-@exec{raco fastcgi serve} and @exec{raco fastcgi dev} print the logger's lines with the
-topic @racket['fastcgi] to the standard error port, one per line: the UTC time, the
-level, and the message, to which Racket adds the prefix @litchar{fastcgi: }. For
-example:
+@exec{raco fastcgi serve} and @exec{raco fastcgi dev} print log lines to the standard
+error port, one per line: the UTC time, the level, and the message, to which Racket adds
+the topic as a prefix (@litchar{fastcgi: }). The topic @racket['fastcgi] is printed at
+the level of @DFlag{log-level}; every other topic (the application's own loggers) at
+@racket['warning] and above. Each event is printed once: the commands load the server
+and the application under a logger of their own, so Racket's default standard-error
+receiver does not print it a second time. For example:
 
 @verbatim|{2026-11-20T22:41:35 info fastcgi: access unix GET /a?b=1 200 58 0ms}|
 
