@@ -32,7 +32,7 @@ test-deps:
 	if [ -n "$$missing" ]; then echo "installing:$$missing"; \
 	  $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq $$missing; fi
 
-test: install test-deps
+test: install test-deps docs
 	$(RACO) make -v tests/*.rkt tests/integration/*.rkt
 	@set -o pipefail; $(RACO) test --timeout 600 tests 2>&1 | tee test-output.log; status=$$?; \
 	passed=$$(grep -Eo '^[0-9]+ tests? passed' test-output.log | grep -Eo '^[0-9]+' || echo 0); \

@@ -1,7 +1,10 @@
 #lang racket/base
 ;; serve/fastcgi as a library: request timeout, allowed clients, graceful stop, the
 ;; servlet adapter's header and status handling, and one write per small response.
-(require net/url
+(require json
+         net/url
+         web-server/dispatch
+         web-server/http/bindings
          racket/file
          racket/unix-socket
          rackunit
@@ -107,5 +110,23 @@
   (define r (sync/timeout 5 result))
   (check-equal? (and r (car r)) 200)
   (check-exn exn:fail? (λ () (fastcgi-request address #:uri "/" #:timeout 2))))
+
+(test-case "servlet helpers work unchanged: dispatch-rules without else (404), response/jsexpr, response/xexpr, bindings"
+  (define-values (app _url)
+    (dispatch-rules
+     [("json") (λ (req) (response/jsexpr (hasheq 'ok #t 'n 3)))]
+     [("page") (λ (req) (response/xexpr `(p ,(extract-binding/single 'name (request-bindings req)))))]))
+  (call-with-server
+   app
+   (λ (addr)
+     (define-values (s1 h1 b1) (fastcgi-request addr #:uri "/json"))
+     (check-equal? s1 200)
+     (check-equal? (string->jsexpr (bytes->string/utf-8 b1)) (hasheq 'ok #t 'n 3))
+     (check-regexp-match #rx"^application/json" (cdr (assoc "Content-Type" h1)))
+     (define-values (s2 h2 b2) (fastcgi-request addr #:uri "/page?name=J%C3%B6rg"))
+     (check-equal? s2 200)
+     (check-equal? b2 (string->bytes/utf-8 "<p>Jörg</p>"))
+     (define-values (s3 h3 b3) (fastcgi-request addr #:uri "/nothing-here"))
+     (check-equal? s3 404))))
 
 (delete-directory/files dir #:must-exist? #f)
