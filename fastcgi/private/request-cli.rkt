@@ -15,7 +15,7 @@
 
 ;; The parsed command line. body, filter-data: #f, a path, or bytes (stdin, read once).
 (struct options (address uri method headers body params role filter-data keep-conn?
-                         get-values? repeat concurrent output timeout))
+                         get-values? repeat concurrent output timeout abort-after))
 
 ;; request-command : (vectorof string) -> none ; runs the command, then exits with its code
 (define (request-command argv)
@@ -47,6 +47,7 @@
   (define concurrent #f)
   (define output 'body)
   (define timeout* 30)
+  (define abort-after #f)
   (define (readable-file flag file)
     (unless (file-exists? file) (usage-error "~a: no such file ~s" flag file))
     (string->path file))
@@ -101,15 +102,23 @@
       (unless (and (real? n) (positive? n))
         (usage-error "--timeout expects seconds, given ~s" seconds))
       (set! timeout* n)]
+     [("--abort-after") seconds
+      "Send ABORT_REQUEST when no reply came within this many seconds, then wait for END_REQUEST"
+      (define n (string->number seconds))
+      (unless (and (real? n) (positive? n))
+        (usage-error "--abort-after expects seconds, given ~s" seconds))
+      (set! abort-after n)]
      #:args (address [uri "/"])
      (values address uri)))
   (define total (or repeat concurrent 1))
   (when (and (not keep-conn?) (> total 1))
     (usage-error "--no-keep-conn cannot be combined with --repeat or --concurrent"))
+  (when (and abort-after (> total 1))
+    (usage-error "--abort-after cannot be combined with --repeat or --concurrent"))
   (options address uri (or method* (if body "POST" "GET")) headers
            (if (eq? body 'stdin) (port->bytes (current-input-port)) body)
            params role* filter-data keep-conn? get-values? total (min total (or concurrent 1))
-           output timeout*))
+           output timeout* abort-after))
 
 ;; run : options -> natural ; the exit code
 (define (run o)
@@ -154,13 +163,27 @@
          '())))
   (values (fastcgi-call-evt c #:params (override-params params (options-params o))
                             #:stdin body #:data data #:role (options-role o)
-                            #:keep-conn? (options-keep-conn? o) #:timeout (options-timeout o))
+                            #:keep-conn? (options-keep-conn? o) #:timeout (options-timeout o)
+                            #:id (and (options-abort-after o) 1))
           (λ () (for ([p (list body data)] #:when (input-port? p)) (close-input-port p)))))
 
 ;; run-one : fcgi-client options -> natural
 (define (run-one c o)
   (define-values (evt close!) (call-evt c o))
-  (define r (dynamic-wind void (λ () (sync evt)) close!))
+  (define after (options-abort-after o))
+  (define aborted? #f)
+  (define r
+    (dynamic-wind
+     void
+     (λ ()
+       (or (and after (sync/timeout after evt))
+           (begin
+             (when after
+               (set! aborted? #t)
+               (fastcgi-abort c 1)
+               (report (format "no reply within ~a s: sent ABORT_REQUEST" after)))
+             (sync evt))))
+     close!))
   (define err (fcgi-reply-stderr r))
   (write-bytes err (current-error-port))
   (unless (or (zero? (bytes-length err)) (regexp-match? #rx#"\n$" err))
@@ -179,7 +202,7 @@
         [else (write-bytes body)])
       status))
   (unless (eq? ps 'request-complete) (report (format "the application answered ~a" ps)))
-  (if (and status (< status 400) (eq? ps 'request-complete)) 0 1))
+  (if (and status (< status 400) (eq? ps 'request-complete) (not aborted?)) 0 1))
 
 ;; print-head : natural (listof (cons string string)) -> void ; like curl -i
 (define (print-head status headers)

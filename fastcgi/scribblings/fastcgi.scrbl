@@ -393,6 +393,10 @@ output is copied to the standard error port.
        ``Print the status line and headers, then the body''}
  @item{@DFlag{timeout} @nonterm{seconds} ---
        ``Seconds to wait to connect and for each reply (default 30)''}
+ @item{@DFlag{abort-after} @nonterm{seconds} ---
+       ``Send ABORT_REQUEST when no reply came within this many seconds, then wait for
+       END_REQUEST''. The request is sent with id 1; an aborted request exits with
+       status 1. It cannot be combined with @DFlag{repeat} or @DFlag{concurrent}.}
 ]
 
 @Flag{d} and @DFlag{stdin} exclude each other, as do @DFlag{raw} and @Flag{i}.
