@@ -20,7 +20,6 @@
 (provide serve-connection
          conn-close!
          check-request-timeouts!
-         handler-error-status
          stat-add!)
 
 ;; serve-connection : conn (conn -> void) -> void

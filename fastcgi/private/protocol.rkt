@@ -15,7 +15,6 @@
          type->symbol symbol->type
          role->symbol symbol->role
          protocol-status->symbol symbol->protocol-status
-         management-type?
          ;; decoding
          make-decoder decoder? decoder-read! decoder-next! decoder-feed! decoder-buffered
          parse-begin-request parse-end-request parse-unknown-type
@@ -59,11 +58,6 @@
                 [(stdin) 5] [(stdout) 6] [(stderr) 7] [(data) 8] [(get-values) 9]
                 [(get-values-result) 10] [(unknown-type) 11]
                 [else (raise-argument-error 'symbol->type "record type" s)])]))
-
-;; management-type? : (or/c symbol? byte?) -> boolean
-;; Types that the spec defines for request id 0; any unknown type is treated as one too.
-(define (management-type? t)
-  (or (exact-integer? t) (memq t '(get-values get-values-result unknown-type)) #f))
 
 ;; role->symbol : integer -> (or/c 'responder 'authorizer 'filter integer?)
 (define (role->symbol n)

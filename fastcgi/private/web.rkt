@@ -16,9 +16,7 @@
          "request.rkt")
 (provide servlet->handler
          current-fastcgi-request
-         fastcgi-request->request
-         response/authorized
-         params->headers)
+         response/authorized)
 
 ;; current-fastcgi-request : (parameter/c (or/c fastcgi-request #f))
 ;; Inside a servlet: the raw FastCGI request being served (params, role, abort-evt).
@@ -122,10 +120,14 @@
   (if (regexp-match? #rx#"[\r\n\0]" bs) (regexp-replace* #rx#"[\r\n\0]" bs #" ") bs))
 
 ;; bytes-ci=? : bytes bytes -> boolean ; ASCII case-insensitive equality of header names
+;; (only letters fold: CR must never equal "-")
 (define (bytes-ci=? a b)
   (and (= (bytes-length a) (bytes-length b))
        (for/and ([x (in-bytes a)] [y (in-bytes b)])
-         (or (= x y) (= (bitwise-ior x 32) (bitwise-ior y 32))))))
+         (= (ascii-downcase x) (ascii-downcase y)))))
+
+;; ascii-downcase : byte -> byte
+(define (ascii-downcase x) (if (<= 65 x 90) (+ x 32) x))
 
 ;; hop-by-hop headers mean nothing in a CGI answer and would confuse the front
 (define (hop-by-hop? field)
