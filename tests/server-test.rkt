@@ -79,9 +79,9 @@
                       void))
   (define-values (in to-server) (make-pipe))
   (define srv (server (servlet->handler hello default-limits) '(responder) default-limits
-                      (make-hasheq) (box 0) (make-hasheq) #f))
+                      (make-hasheq) void (box 0) (make-hasheq) #f))
   (define c (make-conn in out "test" srv))
-  (define reader (thread (λ () (serve-connection c void))))
+  (define reader (thread (λ () (serve-connection c))))
   (write-bytes (record->bytes 'begin-request 1 (begin-request-content 'responder #t)) to-server)
   (write-stream 'params 1 (pairs->bytes '(("REQUEST_METHOD" . "GET") ("REQUEST_URI" . "/"))) to-server)
   (write-stream 'stdin 1 #"" to-server)

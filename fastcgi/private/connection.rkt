@@ -22,10 +22,9 @@
          check-request-timeouts!
          stat-add!)
 
-;; serve-connection : conn (conn -> void) -> void
+;; serve-connection : conn -> void
 ;; Runs the reader loop in the calling thread until the connection ends.
-;; shutdown-write: half-closes the socket for a graceful close.
-(define (serve-connection c shutdown-write)
+(define (serve-connection c)
   (define lim (server-limits (conn-server c)))
   (define d (make-decoder))
   (define in (conn-in c))
@@ -43,7 +42,7 @@
          [(conn-closing? c) (loop served)]
          [else
           (when (and (not begun?) (eq? (record-type rec) 'begin-request)) (set! begun? #t))
-          (define problem (dispatch! c rec begun? shutdown-write))
+          (define problem (dispatch! c rec begun?))
           (if problem
               (protocol-close! c problem)
               (loop (add1 served)))])]
@@ -82,43 +81,43 @@
     (request-abort! r))
   (hash-clear! (conn-requests c)))
 
-;; conn-close! : conn (conn -> void) -> void
+;; conn-close! : conn -> void
 ;; Graceful close: no new requests, half-close, then the reader drains what the peer still
 ;; sends until EOF or drain-timeout, and closes.
-(define (conn-close! c shutdown-write)
+(define (conn-close! c)
   (unless (or (conn-closing? c) (conn-broken? c))
     (set-conn-closing?! c #t)
     (set-conn-deadline! c (+ (now-ms) (* 1000 (limits-drain-timeout (server-limits (conn-server c))))))
     (semaphore-wait (conn-lock c))
     (with-handlers ([exn:fail? void])
       (flush-output (conn-out c))
-      (shutdown-write c))
+      ((server-shutdown-write (conn-server c)) c))
     (semaphore-post (conn-lock c))))
 
 ;; send-end-request! : conn natural symbol -> void ; END_REQUEST for a request never made live
 (define (send-end-request! c id status)
   (conn-send! c (record->bytes 'end-request id (end-request-content 0 status))))
 
-;; dispatch! : conn record boolean (conn -> void) -> (or/c #f string)
+;; dispatch! : conn record boolean -> (or/c #f string)
 ;; Handles one record; a string names a protocol error that closes the connection.
-(define (dispatch! c rec begun? shutdown-write)
+(define (dispatch! c rec begun?)
   (define id (record-id rec))
   (define type (record-type rec))
   (define content (record-content rec))
   (define reqs (conn-requests c))
   (case type
-    [(begin-request) (begin-request! c id content shutdown-write)]
+    [(begin-request) (begin-request! c id content)]
     [(params stdin data abort-request)
      (define r (hash-ref reqs id #f))
      (cond
        [(not begun?) (format "~a record before any BEGIN_REQUEST" type)]
        [(not r) #f]                     ; not live: skip (its content is already consumed)
-       [(eq? type 'params) (params! c r content shutdown-write)]
+       [(eq? type 'params) (params! c r content)]
        [(eq? type 'abort-request)
         (request-end-now! r 1)
-        (retire! c r shutdown-write)
+        (retire! c r)
         #f]
-       [else (body! c r type content shutdown-write)])]
+       [else (body! c r type content)])]
     [(get-values)
      (cond
        [(zero? id) (get-values! c content)]
@@ -128,8 +127,8 @@
        (conn-send! c (record->bytes 'unknown-type 0 (unknown-type-content type))))
      #f]))
 
-;; begin-request! : conn natural bytes (conn -> void) -> (or/c #f string)
-(define (begin-request! c id content shutdown-write)
+;; begin-request! : conn natural bytes -> (or/c #f string)
+(define (begin-request! c id content)
   (define srv (conn-server c))
   (define reqs (conn-requests c))
   (cond
@@ -144,7 +143,7 @@
         (log-fastcgi-warning "request ~a from ~a: role ~a not served: UNKNOWN_ROLE"
                              id (log-escape (conn-peer c)) role)
         (send-end-request! c id 'unknown-role)
-        (unless keep? (conn-close! c shutdown-write))
+        (unless keep? (conn-close! c))
         #f]
        [(>= (hash-count reqs) (limits-max-requests-per-connection (server-limits srv)))
         (log-fastcgi-warning "request ~a from ~a: over ~a live requests on one connection: OVERLOADED"
@@ -157,8 +156,8 @@
         (hash-set! reqs id (make-fastcgi-request c id role keep?))
         #f])]))
 
-;; params! : conn request bytes (conn -> void) -> (or/c #f string)
-(define (params! c r content shutdown-write)
+;; params! : conn request bytes -> (or/c #f string)
+(define (params! c r content)
   (define lim (server-limits (conn-server c)))
   (cond
     [(not (eq? (fastcgi-request-state r) 'params)) #f]
@@ -171,8 +170,7 @@
     [(> (fastcgi-request-params-size r) (limits-max-params-bytes lim))
      (reject! c r 431 "Request Header Fields Too Large"
               (format "params of ~a bytes over the limit of ~a"
-                      (fastcgi-request-params-size r) (limits-max-params-bytes lim))
-              shutdown-write)]
+                      (fastcgi-request-params-size r) (limits-max-params-bytes lim)))]
     [else
      (define all (apply bytes-append (reverse (fastcgi-request-params-acc r))))
      (set-fastcgi-request-params-acc! r '())
@@ -184,45 +182,43 @@
         (define too-many? (regexp-match? #rx"more than" (exn-message pairs)))
         (reject! c r (if too-many? 431 400)
                  (if too-many? "Request Header Fields Too Large" "Bad Request")
-                 (exn-message pairs) shutdown-write)]
+                 (exn-message pairs))]
        [else
         (set-fastcgi-request-params! r pairs)
-        (params-done! c r shutdown-write)])]))
+        (params-done! c r)])]))
 
-;; reject! : conn request natural string string (conn -> void) -> #f
+;; reject! : conn request natural string string -> #f
 ;; Answers before any handler ran; the request's remaining records are skipped.
-(define (reject! c r code message why shutdown-write)
+(define (reject! c r code message why)
   (log-fastcgi-warning "request ~a from ~a: ~a: answered ~a"
                        (fastcgi-request-id r) (log-escape (conn-peer c)) (log-escape why) code)
   (stat-add! (conn-server c) (string->symbol (format "rejected-~a" code)))
   (request-respond-status! r code message)
-  (retire! c r shutdown-write)
+  (retire! c r)
   #f)
 
-;; params-done! : conn request (conn -> void) -> #f ; checks, then starts the handler
-(define (params-done! c r shutdown-write)
+;; params-done! : conn request -> #f ; checks, then starts the handler
+(define (params-done! c r)
   (define srv (conn-server c))
   (define lim (server-limits srv))
   (define declared (parse-length (request-param r #"CONTENT_LENGTH")))
   (cond
     [(eq? declared 'bad)
-     (reject! c r 400 "Bad Request" "CONTENT_LENGTH is not a number" shutdown-write)]
+     (reject! c r 400 "Bad Request" "CONTENT_LENGTH is not a number")]
     [(and declared (> declared (limits-max-body lim)))
      (reject! c r 413 "Content Too Large"
-              (format "CONTENT_LENGTH ~a over the limit of ~a" declared (limits-max-body lim))
-              shutdown-write)]
+              (format "CONTENT_LENGTH ~a over the limit of ~a" declared (limits-max-body lim)))]
     [(or (server-closing? srv)
          (>= (unbox (server-running srv)) (limits-max-concurrent lim)))
      (reject! c r 503 "Service Unavailable"
-              (if (server-closing? srv) "server stopping" "over max-concurrent handlers")
-              shutdown-write)]
+              (if (server-closing? srv) "server stopping" "over max-concurrent handlers"))]
     [else
      (cond
        [(eq? (fastcgi-request-role r) 'authorizer)
         (close-output-port (fastcgi-request-stdin-out r))
         (set-fastcgi-request-state! r 'running)]
        [else (set-fastcgi-request-state! r 'stdin)])
-     (start-handler! c r shutdown-write)
+     (start-handler! c r)
      #f]))
 
 ;; parse-length : (or/c bytes #f) -> (or/c natural #f 'bad)
@@ -232,9 +228,9 @@
     [(regexp-match? #px#"^[0-9]{1,18}$" v) (string->number (bytes->string/latin-1 v))]
     [else 'bad]))
 
-;; body! : conn request symbol bytes (conn -> void) -> (or/c #f string)
+;; body! : conn request symbol bytes -> (or/c #f string)
 ;; One STDIN or DATA record for a live request.
-(define (body! c r type content shutdown-write)
+(define (body! c r type content)
   (define state (fastcgi-request-state r))
   (define lim (server-limits (conn-server c)))
   (define data? (eq? type 'data))
@@ -260,12 +256,12 @@
         (set-fastcgi-request-rejected! r cap)
         (close-output-port (if data? (fastcgi-request-data-out r) (fastcgi-request-stdin-out r)))]
        [else (feed! c r (if data? (fastcgi-request-data-out r) (fastcgi-request-stdin-out r))
-                    content lim shutdown-write)])
+                    content lim)])
      #f]))
 
-;; feed! : conn request output-port bytes limits (conn -> void) -> void
+;; feed! : conn request output-port bytes limits -> void
 ;; Queue body bytes for the handler under the body flow rule (see the top of this file).
-(define (feed! c r out content lim shutdown-write)
+(define (feed! c r out content lim)
   (define len (bytes-length content))
   ;; put! : natural -> natural ; queue content[i, len), return the new position.
   ;; A Racket CS pipe's write-bytes-avail* stops where its buffer has to grow (62 bytes
@@ -281,7 +277,7 @@
         [(> (hash-count (conn-requests c)) 1)
          (log-fastcgi-warning "request ~a from ~a: handler ~a bytes behind on a multiplexed connection: ended"
                               (fastcgi-request-id r) (log-escape (conn-peer c)) (limits-stdin-buffer lim))
-         (end-stalled! c r shutdown-write)]
+         (end-stalled! c r)]
         [else
          ;; the wait below has its own bound; the peer is not the slow one here
          (set-conn-deadline! c #f)
@@ -290,14 +286,14 @@
            [(not ready)
             (log-fastcgi-warning "request ~a from ~a: handler read none of its body for ~a s: ended"
                                  (fastcgi-request-id r) (log-escape (conn-peer c)) (limits-read-timeout lim))
-            (end-stalled! c r shutdown-write)]
+            (end-stalled! c r)]
            [(eq? ready out) (loop (put! i))]
            [else (void)])]))))
 
-;; end-stalled! : conn request (conn -> void) -> void
-(define (end-stalled! c r shutdown-write)
+;; end-stalled! : conn request -> void
+(define (end-stalled! c r)
   (request-end-now! r 1)
-  (retire! c r shutdown-write))
+  (retire! c r))
 
 ;; get-values! : conn bytes -> (or/c #f string)
 (define (get-values! c content)
@@ -324,8 +320,8 @@
 ;; ---------------------------------------------------------------------------------------
 ;; Handlers.
 
-;; start-handler! : conn request (conn -> void) -> void
-(define (start-handler! c r shutdown-write)
+;; start-handler! : conn request -> void
+(define (start-handler! c r)
   (define srv (conn-server c))
   (define handler (server-handler srv))
   (counter-add! (server-running srv) 1)
@@ -347,7 +343,7 @@
            (handler-failed! c r (unbox failure))
            ;; no flush before: the buffered tail leaves with END_REQUEST in one write
            (request-finish! r 0 'request-complete))
-       (retire! c r shutdown-write)
+       (retire! c r)
        (log-access c r))))))
 
 ;; handler-error-status : any -> (values natural string)
@@ -370,10 +366,10 @@
                          (log-escape (if (exn? v) (exn-message v) (format "~e" v)))))
     (request-respond-status! r code message)))
 
-;; check-request-timeouts! : conn limits flonum (conn -> void) -> void
+;; check-request-timeouts! : conn limits flonum -> void
 ;; A handler past request-timeout gets a break (its request answers 503 if nothing left
 ;; yet); one that ignores the break for 5 s more is ended from outside (its writes fail).
-(define (check-request-timeouts! c lim now shutdown-write)
+(define (check-request-timeouts! c lim now)
   (define secs (limits-request-timeout lim))
   (when secs
     (for ([r (in-list (hash-values (conn-requests c)))])
@@ -390,11 +386,11 @@
          (break-thread t)]
         [(and broken (> (- now broken) 5000))
          (request-end-now! r 1)
-         (retire! c r shutdown-write)]))))
+         (retire! c r)]))))
 
-;; retire! : conn request (conn -> void) -> void
+;; retire! : conn request -> void
 ;; The request has ended: free its id; close the connection if the front asked for that.
-(define (retire! c r shutdown-write)
+(define (retire! c r)
   (define reqs (conn-requests c))
   (define id (fastcgi-request-id r))
   ;; The reader sets no deadline while a handler runs and then blocks in a read, so it
@@ -411,7 +407,7 @@
   (end-atomic)
   (when (or (not (fastcgi-request-keep-conn? r))
             (and (server-closing? (conn-server c)) (zero? (hash-count reqs))))
-    (conn-close! c shutdown-write)))
+    (conn-close! c)))
 
 ;; log-access : conn request -> void
 (define (log-access c r)

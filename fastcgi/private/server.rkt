@@ -41,17 +41,18 @@
                       #:roles [roles '(responder)]
                       #:limits [lim default-limits]
                       #:allowed-clients [allowed #f])
-  (define srv (server handler roles lim (make-hasheq) (box 0) (make-hasheq) #f))
+  (define srv (server handler roles lim (make-hasheq)
+                      (λ (c) (socket-shutdown-write! (conn-out c)))
+                      (box 0) (make-hasheq) #f))
   (define conns (server-connections srv))
   (define slots (make-semaphore (limits-max-connections lim)))
-  (define shutdown-write (λ (c) (socket-shutdown-write! (conn-out c))))
   (define (serve in out peer)
     (define c (make-conn in out peer srv))
     (hash-set! conns c #t)
     (with-handlers ([(λ (e) #t)
                      (λ (e) (log-fastcgi-error "connection from ~a: ~a" (log-escape peer)
                                                (log-escape (if (exn? e) (exn-message e) e))))])
-      (serve-connection c shutdown-write))
+      (serve-connection c))
     (conn-broken! c)
     (hash-remove! conns c)
     (semaphore-post slots))
@@ -77,7 +78,7 @@
             (stat-add! srv 'connections)
             (thread (λ () (serve in out peer)))
             (loop)])))))
-  (define watchdog (thread (λ () (watch-deadlines conns lim shutdown-write))))
+  (define watchdog (thread (λ () (watch-deadlines conns lim))))
   (log-fastcgi-info "listening on ~a" (listener-address listener))
   (define (stop #:timeout [timeout 30])
     (unless (server-closing? srv)
@@ -85,7 +86,7 @@
       (listener-close! listener)
       (thread-wait acceptor)
       (for ([c (in-list (hash-keys conns))])
-        (when (zero? (hash-count (conn-requests c))) (conn-close! c shutdown-write)))
+        (when (zero? (hash-count (conn-requests c))) (conn-close! c)))
       (define deadline (+ (now-ms) (* 1000 timeout)))
       (let wait ()
         (when (and (positive? (hash-count conns)) (< (now-ms) deadline))
@@ -99,11 +100,11 @@
       (log-fastcgi-info "stopped listening on ~a" (listener-address listener))))
   (running-server (listener-address listener) stop srv))
 
-;; watch-deadlines : (hasheq conn #t) limits (conn -> void) -> none
+;; watch-deadlines : (hasheq conn #t) limits -> none
 ;; Once every quarter second, cut the connections whose read or write deadline has passed
 ;; (closing the ports wakes the blocked reader or writer with an exception), and stop the
 ;; handlers past the request timeout.
-(define (watch-deadlines conns lim shutdown-write)
+(define (watch-deadlines conns lim)
   (let loop ()
     (sleep 0.25)
     (define now (now-ms))
@@ -118,5 +119,5 @@
          (unless (conn-closing? c)
            (log-fastcgi-warning "read timeout: nothing from ~a in time; closing" (log-escape (conn-peer c))))
          (conn-broken! c)]
-        [else (check-request-timeouts! c lim now shutdown-write)]))
+        [else (check-request-timeouts! c lim now)]))
     (loop)))

@@ -13,7 +13,8 @@
 
 ;; Per process. handler: fastcgi-request -> any. roles: the roles the handler takes.
 ;; connections: mutable set (hasheq conn -> #t) scanned by the deadline manager.
-(struct server (handler roles limits connections
+;; shutdown-write: conn -> void, half-closes a connection's socket for a graceful close.
+(struct server (handler roles limits connections shutdown-write
                 running         ; box: handlers running now (for max-concurrent)
                 stats           ; mutable hasheq: counters for status pages and tests
                 [closing? #:mutable]) ; graceful stop under way: no new requests
