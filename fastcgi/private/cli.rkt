@@ -1,22 +1,20 @@
 #lang racket/base
 ;; `raco fastcgi`: one handle-<command> per subcommand.
 (require racket/cmdline
+         racket/future
          racket/list
-         racket/os
          racket/runtime-path
-         "app.rkt"
-         "limits.rkt"
-         "log.rkt"
-         "logging.rkt"
-         "server.rkt"
-         "transport.rkt"
-         "request-cli.rkt")
+         "ctl.rkt"
+         "manager.rkt"
+         "request-cli.rkt"
+         "worker.rkt")
 (provide main app-last)
 
 (define commands
   '(("serve" "run an application as a FastCGI server")
     ("dev" "run an application behind a local HTTP front (no nginx needed)")
-    ("request" "send a FastCGI request to any FastCGI server, like cgi-fcgi")))
+    ("request" "send a FastCGI request to any FastCGI server, like cgi-fcgi")
+    ("ctl" "status, reload or stop a running manager (by its pid file)")))
 
 ;; usage : output-port -> void
 (define (usage out)
@@ -35,6 +33,7 @@
        [("serve") (handle-serve (app-last rest))]
        [("dev") ((dynamic-require dev-module 'handle-dev) (app-last rest))]
        [("request") (request-command rest)]
+       [("ctl") (ctl-command (app-last rest))]
        [("help" "--help" "-h") (usage (current-output-port))]
        [else (eprintf "raco fastcgi: unknown command ~s\n" cmd) (usage (current-error-port)) (exit 2)])]))
 
@@ -82,84 +81,138 @@
   (if (regexp-match? #rx"^[0-9]+$" s) (string->number s) s))
 
 ;; handle-serve : (vectorof string) -> void
+;; Parses the options into one configuration hash; the manager (default) or the single
+;; process server (--single-process) runs it.
 (define (handle-serve argv)
-  (define listen #f)
-  (define allowed (getenv "FCGI_WEB_SERVER_ADDRS"))
-  (define mode #o660)
-  (define owner #f)
-  (define group #f)
-  (define backlog 1024)
-  (define graceful 30)
-  (define log-level 'info)
+  (define cfg (make-hasheq))
+  (define (set k v) (hash-set! cfg k v))
   (define limit-args (make-hasheq))
+  (define (limit! kw v) (hash-set! limit-args kw v))
+  (set 'allowed-clients (getenv "FCGI_WEB_SERVER_ADDRS"))
+  (define single? #f)
   (define app
     (command-line
      #:program "raco fastcgi serve"
      #:argv argv
+     #:help-labels "" "Listening socket:"
      #:once-each
      [("--listen" "-l") addr
       ("Address to listen on: unix:/path, HOST:PORT, [::1]:PORT or fd:0."
        "Default: fd 0 when it is a listening socket (spawned by the web server),"
        "else systemd socket activation (LISTEN_FDS), else an error.")
-      (set! listen addr)]
+      (set 'listen addr)]
+     [("--socket-mode") octal "Mode of a unix socket file (default 0660)"
+      (set 'socket-mode (or (string->number octal 8)
+                            (raise-user-error 'raco-fastcgi "--socket-mode: expected an octal mode like 0660, got ~s" octal)))]
+     [("--socket-owner") user "Owner (name or uid) of a unix socket file" (set 'socket-owner (name-or-id user))]
+     [("--socket-group") grp "Group (name or gid) of a unix socket file" (set 'socket-group (name-or-id grp))]
+     [("--backlog") n "Listen backlog (default 1024)" (set 'backlog (count-arg "--backlog" n))]
      [("--allowed-clients") list
       ("Comma-separated IPv4/IPv6 addresses or CIDR blocks allowed to connect over TCP"
        "(default: $FCGI_WEB_SERVER_ADDRS, else everyone). A list that parses to nothing denies everyone.")
-      (set! allowed list)]
-     [("--socket-mode") octal "Mode of a unix socket file (default 0660)"
-      (set! mode (or (string->number octal 8)
-                     (raise-user-error 'raco-fastcgi "--socket-mode: expected an octal mode like 0660, got ~s" octal)))]
-     [("--socket-owner") user "Owner (name or uid) of a unix socket file" (set! owner (name-or-id user))]
-     [("--socket-group") grp "Group (name or gid) of a unix socket file" (set! group (name-or-id grp))]
-     [("--backlog") n "Listen backlog (default 1024)" (set! backlog (count-arg "--backlog" n))]
-     [("--graceful-timeout") secs "Seconds to finish in-flight requests on stop (default 30)"
-      (set! graceful (seconds-arg "--graceful-timeout" secs))]
-     [("--max-body") size "Largest request body (default 64m): 413 past it"
-      (hash-set! limit-args '#:max-body (size-arg "--max-body" size))]
-     [("--max-params-bytes") size "Largest total of params (default 128k): 431 past it"
-      (hash-set! limit-args '#:max-params-bytes (size-arg "--max-params-bytes" size))]
-     [("--max-params-pairs") n "Most params per request (default 1000): 431 past it"
-      (hash-set! limit-args '#:max-params-pairs (count-arg "--max-params-pairs" n))]
-     [("--max-concurrent") n "Most handlers running at once (default 1000): 503 past it"
-      (hash-set! limit-args '#:max-concurrent (count-arg "--max-concurrent" n))]
-     [("--max-connections") n "Most open connections (default 1024)"
-      (hash-set! limit-args '#:max-connections (count-arg "--max-connections" n))]
-     [("--max-requests-per-connection") n "Most live requests on one connection (default 100): OVERLOADED past it"
-      (hash-set! limit-args '#:max-requests-per-connection (count-arg "--max-requests-per-connection" n))]
-     [("--first-byte-timeout") secs "Seconds from accept to the first byte (default 10)"
-      (hash-set! limit-args '#:first-byte-timeout (seconds-arg "--first-byte-timeout" secs))]
-     [("--idle-timeout") secs "Seconds a kept connection may idle between requests (default 120)"
-      (hash-set! limit-args '#:idle-timeout (seconds-arg "--idle-timeout" secs))]
-     [("--read-timeout") secs "Seconds without progress while a request's input is incomplete (default 30)"
-      (hash-set! limit-args '#:read-timeout (seconds-arg "--read-timeout" secs))]
-     [("--write-timeout") secs "Seconds one write may block on a peer that does not read (default 30)"
-      (hash-set! limit-args '#:write-timeout (seconds-arg "--write-timeout" secs))]
-     [("--request-timeout") secs "Seconds a handler may run before it is stopped and the front gets 503 (default: no limit)"
-      (hash-set! limit-args '#:request-timeout (seconds-arg "--request-timeout" secs))]
-     [("--log-level") level "Log level on stderr: error, warning, info (access lines; default), debug"
-      (set! log-level (string->symbol level))
-      (unless (memq log-level '(fatal error warning info debug))
+      (set 'allowed-clients list)]
+     #:help-labels "" "Worker processes (the manager):"
+     #:once-each
+     [("--workers" "-w") n
+      ("Worker processes for --pm static; for dynamic and ondemand, the default of"
+       "--max-spare and half the default of --max-workers (default: the core count)")
+      (set 'workers (count-arg "--workers" n))]
+     [("--pm") kind "static (default), dynamic or ondemand"
+      (set 'pm (string->symbol kind))
+      (unless (memq (hash-ref cfg 'pm) '(static dynamic ondemand))
+        (raise-user-error 'raco-fastcgi "--pm: expected static, dynamic or ondemand, got ~s" kind))]
+     [("--min-spare") n "dynamic: fewest idle workers (default 1)" (set 'min-spare (count-arg "--min-spare" n))]
+     [("--max-spare") n "dynamic: most idle workers (default --workers)" (set 'max-spare (count-arg "--max-spare" n))]
+     [("--max-workers") n "dynamic, ondemand: most workers (default 2 x --workers)" (set 'max-workers (count-arg "--max-workers" n))]
+     [("--idle-timeout") secs "ondemand: seconds before an idle worker stops (default 10)"
+      (set 'idle-timeout (seconds-arg "--idle-timeout" secs))]
+     [("--max-requests") n "Replace a worker after it answered N requests (default: never)"
+      (set 'max-requests (count-arg "--max-requests" n))]
+     [("--max-memory") size "Replace a worker whose resident memory passes SIZE, e.g. 512m (default: never)"
+      (set 'max-memory (size-arg "--max-memory" size))]
+     [("--graceful-timeout") secs "Seconds to finish in-flight requests on stop and reload (default 30)"
+      (set 'graceful-timeout (seconds-arg "--graceful-timeout" secs))]
+     [("--start-timeout") secs "Seconds a new worker may take to load the app (default 60)"
+      (set 'start-timeout (seconds-arg "--start-timeout" secs))]
+     [("--pid-file") file "Write the manager's pid here (and the status to FILE.status.json)"
+      (set 'pid-file (path->string (path->complete-path file)))]
+     [("--single-process") "No manager: serve in this one process (the pm options do not apply)"
+      (set! single? #t)]
+     #:help-labels "" "Status and logs:"
+     #:once-each
+     [("--status-path") path "Answer the pool's status at this path, e.g. /status (?json ?openmetrics ?html)"
+      (set 'status-path (url-path-arg "--status-path" path))]
+     [("--ping-path") path "Answer \"pong\" at this path, e.g. /ping" (set 'ping-path (url-path-arg "--ping-path" path))]
+     [("--access-log") file "One line per request to FILE, or - for stdout (default: none)"
+      (set 'access-log (if (equal? file "-") file (path->string (path->complete-path file))))]
+     [("--slow-log") file "Requests running past --slow-threshold, with their stack, to FILE"
+      (set 'slow-log (if (equal? file "-") file (path->string (path->complete-path file))))]
+     [("--slow-threshold") secs "Seconds after which a request is slow (default 5)"
+      (set 'slow-threshold (seconds-arg "--slow-threshold" secs))]
+     [("--log-level") level "Log level on stderr: error, warning, info (default), debug"
+      (set 'log-level (string->symbol level))
+      (unless (memq (hash-ref cfg 'log-level) '(fatal error warning info debug))
         (raise-user-error 'raco-fastcgi "--log-level: expected error, warning, info or debug, got ~s" level))]
+     #:help-labels "" "Limits (per worker):"
+     #:once-each
+     [("--max-body") size "Largest request body (default 64m): 413 past it"
+      (limit! 'max-body (size-arg "--max-body" size))]
+     [("--max-params-bytes") size "Largest total of params (default 128k): 431 past it"
+      (limit! 'max-params-bytes (size-arg "--max-params-bytes" size))]
+     [("--max-params-pairs") n "Most params per request (default 1000): 431 past it"
+      (limit! 'max-params-pairs (count-arg "--max-params-pairs" n))]
+     [("--max-concurrent") n "Most handlers running at once (default 1000): 503 past it"
+      (limit! 'max-concurrent (count-arg "--max-concurrent" n))]
+     [("--max-connections") n "Most open connections (default 1024)"
+      (limit! 'max-connections (count-arg "--max-connections" n))]
+     [("--max-requests-per-connection") n "Most live requests on one connection (default 100): OVERLOADED past it"
+      (limit! 'max-requests-per-connection (count-arg "--max-requests-per-connection" n))]
+     [("--first-byte-timeout") secs "Seconds from accept to the first byte (default 10)"
+      (limit! 'first-byte-timeout (seconds-arg "--first-byte-timeout" secs))]
+     [("--keepalive-timeout") secs "Seconds a kept connection may idle between requests (default 120)"
+      (limit! 'idle-timeout (seconds-arg "--keepalive-timeout" secs))]
+     [("--read-timeout") secs "Seconds without progress while a request's input is incomplete (default 30)"
+      (limit! 'read-timeout (seconds-arg "--read-timeout" secs))]
+     [("--write-timeout") secs "Seconds one write may block on a peer that does not read (default 30)"
+      (limit! 'write-timeout (seconds-arg "--write-timeout" secs))]
+     [("--request-timeout") secs "Seconds a handler may run before it is stopped and the front gets 503 (default: no limit)"
+      (limit! 'request-timeout (seconds-arg "--request-timeout" secs))]
      #:args (app-file) app-file))
-  (start-stderr-logging! log-level)
-  (define lim (keyword-apply make-limits
-                             (sort (hash-keys limit-args) keyword<?)
-                             (for/list ([k (in-list (sort (hash-keys limit-args) keyword<?))]) (hash-ref limit-args k))
-                             '()))
-  (define-values (handler roles) (load-app app lim))
-  (define l (with-handlers ([exn:fail? (λ (e) (raise-user-error 'raco-fastcgi "~a" (exn-message e)))])
-              (resolve-listener listen #:backlog backlog #:socket-mode mode
-                                #:socket-owner owner #:socket-group group)))
-  (define rs (start-server handler l #:roles roles #:limits lim
-                           #:allowed-clients (and allowed (parse-allowed-clients allowed))))
-  (log-fastcgi-info "serving ~a on ~a (pid ~a)" app (running-server-address rs) (getpid))
-  (wait-for-signal)
-  (log-fastcgi-info "stopping: finishing in-flight requests (up to ~a s)" graceful)
-  ((running-server-stop rs) #:timeout graceful)
-  (flush-logging)
-  (exit 0))
+  (define app-path (path->complete-path app))
+  (unless (file-exists? app-path)
+    (raise-user-error 'raco-fastcgi "application file not found: ~a" app))
+  (set 'app (path->string app-path))
+  (set 'limits (for/list ([(k v) (in-hash limit-args)]) (cons (symbol->string k) v)))
+  ;; checked here, so that a bad value is one error line, not a failing worker
+  (apply make-limits* (hash-ref cfg 'limits))
+  (when (and (hash-ref cfg 'slow-log #f) (not (hash-ref cfg 'slow-threshold #f)))
+    (set 'slow-threshold 5))
+  (cond
+    [single? (run-single (hash-copy->immutable cfg))]
+    [else
+     (unless (hash-ref cfg 'workers #f) (set 'workers (processor-count)))
+     (check-pool! cfg)
+     (run-manager (hash-copy->immutable cfg))]))
 
-;; wait-for-signal : -> void ; SIGINT, SIGTERM and SIGHUP reach the main thread as breaks
-(define (wait-for-signal)
-  (with-handlers ([exn:break? void])
-    (sync never-evt)))
+;; check-pool! : hash -> void ; the pool sizes must make sense together
+(define (check-pool! cfg)
+  (define workers (hash-ref cfg 'workers))
+  (define min-spare (hash-ref cfg 'min-spare 1))
+  (define max-spare (hash-ref cfg 'max-spare (max min-spare workers)))
+  (define max-workers (hash-ref cfg 'max-workers (if (eq? (hash-ref cfg 'pm 'static) 'static) workers (* 2 workers))))
+  (unless (<= min-spare max-spare)
+    (raise-user-error 'raco-fastcgi "--min-spare (~a) must not exceed --max-spare (~a)" min-spare max-spare))
+  (when (eq? (hash-ref cfg 'pm 'static) 'dynamic)
+    (unless (<= min-spare max-workers)
+      (raise-user-error 'raco-fastcgi "--min-spare (~a) must not exceed --max-workers (~a)" min-spare max-workers)))
+  (hash-set! cfg 'max-spare max-spare)
+  (hash-set! cfg 'max-workers max-workers))
+
+;; hash-copy->immutable : mutable-hash -> immutable-hash
+(define (hash-copy->immutable h) (for/hasheq ([(k v) (in-hash h)]) (values k v)))
+
+;; url-path-arg : string string -> string
+(define (url-path-arg flag s)
+  (unless (regexp-match? #rx"^/[^?# ]*$" s)
+    (raise-user-error 'raco-fastcgi "~a: expected a path starting with /, got ~s" flag s))
+  s)

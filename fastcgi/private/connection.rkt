@@ -47,16 +47,19 @@
               (protocol-close! c problem)
               (loop (add1 served)))])]
       [else
-       (unless (conn-closing? c) (set-read-deadline! c lim (> (decoder-buffered d) 0) served))
+       ;; before the first whole record the deadline set at accept stands, so a peer that
+       ;; trickles a header byte by byte cannot hold the connection past first-byte-timeout
+       (unless (or (conn-closing? c) (zero? served))
+         (set-read-deadline! c lim (> (decoder-buffered d) 0)))
        (define n (with-handlers ([exn:fail? (λ (e) eof)]) (decoder-read! d in)))
        (cond
          [(eof-object? n) (void)]
          [else (loop served)])]))
   (conn-broken! c))
 
-;; set-read-deadline! : conn limits boolean natural -> void
+;; set-read-deadline! : conn limits boolean -> void
 ;; Atomic: retire! (in a handler's thread) also sets the deadline from the live requests.
-(define (set-read-deadline! c lim partial? served)
+(define (set-read-deadline! c lim partial?)
   (define reqs (conn-requests c))
   (start-atomic)
   (define secs
@@ -64,7 +67,6 @@
       [(or partial? (for/or ([r (in-hash-values reqs)]) (not (request-input-done? r))))
        (limits-read-timeout lim)]
       [(> (hash-count reqs) 0) #f]
-      [(zero? served) (limits-first-byte-timeout lim)]
       [else (limits-idle-timeout lim)]))
   (set-conn-deadline! c (and secs (+ (now-ms) (* 1000 secs))))
   (end-atomic))
@@ -195,6 +197,7 @@
   (stat-add! (conn-server c) (string->symbol (format "rejected-~a" code)))
   (request-respond-status! r code message)
   (retire! c r)
+  (observe! c r)
   #f)
 
 ;; params-done! : conn request -> #f ; checks, then starts the handler
@@ -208,7 +211,12 @@
     [(and declared (> declared (limits-max-body lim)))
      (reject! c r 413 "Content Too Large"
               (format "CONTENT_LENGTH ~a over the limit of ~a" declared (limits-max-body lim)))]
-    [(or (server-closing? srv)
+    ;; While stopping, a request that arrives on a connection with nothing else live is
+    ;; served, and the connection closes after it (retire!): a front that sent it on a kept
+    ;; connection at the moment the stop began (nginx does, between two requests) gets an
+    ;; answer, not a 503. A newcomer on a multiplexed connection is refused, so a stream of
+    ;; them cannot hold the stop open.
+    [(or (and (server-closing? srv) (> (hash-count (conn-requests c)) 1))
          (>= (unbox (server-running srv)) (limits-max-concurrent lim)))
      (reject! c r 503 "Service Unavailable"
               (if (server-closing? srv) "server stopping" "over max-concurrent handlers"))]
@@ -344,7 +352,7 @@
            ;; no flush before: the buffered tail leaves with END_REQUEST in one write
            (request-finish! r 0 'request-complete))
        (retire! c r)
-       (log-access c r))))))
+       (observe! c r))))))
 
 ;; handler-error-status : any -> (values natural string)
 ;; The answer for a handler that raised v.
@@ -385,8 +393,11 @@
          (set-fastcgi-request-broken-ms! r now)
          (break-thread t)]
         [(and broken (> (- now broken) 5000))
-         (request-end-now! r 1)
-         (retire! c r)]))))
+         ;; In a thread of its own: ending takes the connection's lock, which the handler
+         ;; may hold in a write blocked on a peer that stopped reading; this loop is the
+         ;; deadline manager that must go on to cut that write. +inf.0: ended once.
+         (set-fastcgi-request-broken-ms! r +inf.0)
+         (thread (λ () (request-end-now! r 1) (retire! c r)))]))))
 
 ;; retire! : conn request -> void
 ;; The request has ended: free its id; close the connection if the front asked for that.
@@ -409,17 +420,17 @@
             (and (server-closing? (conn-server c)) (zero? (hash-count reqs))))
     (conn-close! c)))
 
-;; log-access : conn request -> void
-(define (log-access c r)
-  (when (log-level? fastcgi-logger 'info 'fastcgi)
-    (log-fastcgi-info "access ~a ~a ~a ~a ~a ~ams"
-                      (log-escape (conn-peer c))
-                      (log-escape (or (request-param r #"REQUEST_METHOD") #"-"))
-                      (log-escape (or (request-param r #"REQUEST_URI") #"-"))
-                      (or (fastcgi-request-status r) "-")
-                      (fastcgi-request-bytes-out r)
-                      (inexact->exact (round (- (now-ms) (fastcgi-request-start-ms r)))))))
+;; observe! : conn request -> void ; tell the server's observer (access log, counters)
+(define (observe! c r)
+  (define observer (server-observer (conn-server c)))
+  (when observer
+    (with-handlers ([exn:fail? (λ (e) (log-fastcgi-error "request observer failed: ~a"
+                                                         (log-escape (exn-message e))))])
+      (observer r (- (now-ms) (fastcgi-request-start-ms r))))))
 
-;; stat-add! : server symbol -> void
+;; stat-add! : server symbol -> void ; atomic: request threads and the reader all count
 (define (stat-add! srv key)
-  (hash-update! (server-stats srv) key add1 0))
+  (define stats (server-stats srv))
+  (start-atomic)
+  (hash-set! stats key (add1 (hash-ref stats key 0)))
+  (end-atomic))

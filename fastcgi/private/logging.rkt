@@ -10,8 +10,10 @@
 (define done (make-semaphore 0))
 (define printer #f)
 
-;; start-stderr-logging! : symbol -> void
-(define (start-stderr-logging! level)
+;; start-stderr-logging! : symbol #:tag (or/c string #f) -> void
+;; tag: put after the level on every line (the manager and workers use their pids).
+(define (start-stderr-logging! level #:tag [tag #f])
+  (set! line-tag (if tag (string-append " " tag) ""))
   (define receiver (make-log-receiver (current-logger) level 'fastcgi 'warning #f))
   (define err (current-error-port))
   (set! printer
@@ -35,10 +37,12 @@
 ;; write-line : symbol string output-port -> void
 (define (write-line level msg out)
   (define d (seconds->date (current-seconds) #f))
-  (fprintf out "~a ~a ~a\n"
-           (parameterize ([date-display-format 'iso-8601]) (date->string d #t))
-           level msg)
+  (write-string (string-append (parameterize ([date-display-format 'iso-8601]) (date->string d #t))
+                               " " (symbol->string level) line-tag " " msg "\n")
+                out)
   (flush-output out))
+
+(define line-tag "")
 
 ;; flush-logging : -> void ; wait (at most 2 s) until queued log lines are printed
 (define (flush-logging)

@@ -165,6 +165,7 @@
   (define fill (fastcgi-request-fill r))
   (when (> fill header-room)
     (define buf (fastcgi-request-buf r))
+    (sniff-status! r buf fill)
     (define len (- fill header-room))
     (define pad (padding-for len))
     (put-header! buf 0 'stdout (fastcgi-request-id r) len pad)
@@ -175,6 +176,19 @@
                         (λ () (not (eq? (fastcgi-request-state r) 'done))))
       (request-abort! r)
       (check-live r 'write))))
+
+;; sniff-status! : request bytes natural -> void
+;; Before the first STDOUT leaves, and only when an observer (the access log) will want
+;; it: the status of a CGI answer, from its Status header, 200 when the headers end
+;; without one. A status set by request-respond-status! stays.
+(define (sniff-status! r buf fill)
+  (unless (or (fastcgi-request-sent? r) (fastcgi-request-status r)
+              (not (server-observer (conn-server (fastcgi-request-conn r)))))
+    (define end (min fill (+ header-room 8192)))
+    (define head-end (regexp-match-positions #rx#"\r?\n\r?\n" buf header-room end))
+    (when head-end
+      (define m (regexp-match #rx#"(?i:^|\n)status:[ \t]*([1-5][0-9][0-9])" buf header-room (caar head-end)))
+      (set-fastcgi-request-status! r (if m (string->number (bytes->string/latin-1 (cadr m))) 200)))))
 
 ;; bytes-fill-range! : bytes natural natural -> void ; zero bytes [from, to)
 (define (bytes-fill-range! buf from to)
@@ -218,6 +232,7 @@
     (define len (- fill header-room))
     (define pad (padding-for len))
     (define start (if (> len 0) 0 header-room))
+    (when (> len 0) (sniff-status! r buf fill))
     (when (> len 0)
       (put-header! buf 0 'stdout id len pad)
       (bytes-fill-range! buf fill (+ fill pad)))

@@ -4,6 +4,7 @@
 (require "connection.rkt"
          "limits.rkt"
          "log.rkt"
+         "protocol.rkt"
          "transport.rkt"
          "wire.rkt")
 (provide start-server
@@ -37,15 +38,18 @@
 ;; start-server : (fastcgi-request -> any) listener #:roles #:limits #:allowed-clients
 ;;                -> running-server
 ;; allowed-clients: #f (everyone) or the value of parse-allowed-clients.
+;; observer: #f or (fastcgi-request flonum -> any), told of each answered request.
 (define (start-server handler listener
                       #:roles [roles '(responder)]
                       #:limits [lim default-limits]
-                      #:allowed-clients [allowed #f])
+                      #:allowed-clients [allowed #f]
+                      #:observer [observer #f])
   (define srv (server handler roles lim (make-hasheq)
                       (λ (c) (socket-shutdown-write! (conn-out c)))
-                      (box 0) (make-hasheq) #f))
+                      (box 0) (make-hasheq) #f observer))
   (define conns (server-connections srv))
   (define slots (make-semaphore (limits-max-connections lim)))
+  (define overflow (make-semaphore overflow-connections))
   (define (serve in out peer)
     (define c (make-conn in out peer srv))
     (hash-set! conns c #t)
@@ -60,19 +64,34 @@
     (thread
      (λ ()
        (let loop ()
-         (semaphore-wait slots)
+         ;; at max-connections, a connection is still accepted on an overflow slot, to be
+         ;; told 503 at once instead of waiting unseen in the kernel's backlog
+         (define sema
+           (if (semaphore-try-wait? slots) slots (sync (wrap-evt slots (λ (_) slots))
+                                                       (wrap-evt overflow (λ (_) overflow)))))
          (define-values (in out peer)
            (with-handlers ([exn:fail:fastcgi:transport? (λ (e) (values #f #f #f))])
              (listener-accept listener)))
+         ;; a slot may have freed while accept waited
+         (define slot
+           (if (and (eq? sema overflow) in (semaphore-try-wait? slots))
+               (begin (semaphore-post overflow) slots)
+               sema))
          (cond
-           [(not in) (semaphore-post slots)]   ; the listener was closed: stop accepting
+           [(not in) (semaphore-post slot)]   ; the listener was closed: stop accepting
            [(and allowed (not (client-allowed? allowed peer)))
             (log-fastcgi-warning "refused connection from ~a: not in the allowed clients"
                                  (log-escape peer))
             (stat-add! srv 'refused)
             (close-input-port in)
             (with-handlers ([exn:fail? void]) (close-output-port out))
-            (semaphore-post slots)
+            (semaphore-post slot)
+            (loop)]
+           [(eq? slot overflow)
+            (stat-add! srv 'overflow)
+            (thread (λ ()
+                      (refuse-overloaded in out peer lim)
+                      (semaphore-post overflow)))
             (loop)]
            [else
             (stat-add! srv 'connections)
@@ -99,6 +118,53 @@
       (kill-thread watchdog)
       (log-fastcgi-info "stopped listening on ~a" (listener-address listener))))
   (running-server (listener-address listener) stop srv))
+
+;; Connections accepted past max-connections at one time, only to be answered 503.
+(define overflow-connections 64)
+
+(define overloaded-page
+  (let ([body #"503 Service Unavailable\n"])
+    (bytes-append #"Status: 503 Service Unavailable\r\n"
+                  #"Content-Type: text/plain; charset=utf-8\r\n"
+                  (string->bytes/utf-8 (format "Content-Length: ~a\r\n\r\n" (bytes-length body)))
+                  body)))
+
+;; refuse-overloaded : input-port output-port string limits -> void
+;; A connection past max-connections: the first BEGIN_REQUEST gets the 503 page and
+;; END_REQUEST, then the connection is half-closed and drained (so the front reads the
+;; answer rather than a reset) and closed. Records before it are skipped, at most one
+;; record's content is held, and the whole exchange is bounded by first-byte-timeout
+;; plus drain-timeout.
+(define (refuse-overloaded in out peer lim)
+  (define (close!)
+    (with-handlers ([exn:fail? void]) (close-output-port out))
+    (close-input-port in))
+  ;; unbuffered, so that the timer's close never waits on a flush to a peer not reading
+  (when (file-stream-port? out) (file-stream-buffer-mode out 'none))
+  (define timer
+    (thread (λ ()
+              (sleep (+ (limits-first-byte-timeout lim) (limits-drain-timeout lim)))
+              (close!))))
+  (with-handlers ([exn:fail? void])
+    (let loop ()
+      (define head (read-bytes 8 in))
+      (when (and (bytes? head) (= (bytes-length head) 8) (= (bytes-ref head 0) fcgi-version))
+        (define id (+ (* 256 (bytes-ref head 2)) (bytes-ref head 3)))
+        (read-bytes (+ (* 256 (bytes-ref head 4)) (bytes-ref head 5) (bytes-ref head 6)) in)
+        (cond
+          [(and (= (bytes-ref head 1) (symbol->type 'begin-request)) (positive? id))
+           (log-fastcgi-warning "request ~a from ~a: over ~a connections: answered 503"
+                                id (log-escape peer) (limits-max-connections lim))
+           (write-bytes (bytes-append (record->bytes 'stdout id overloaded-page)
+                                      (record->bytes 'stdout id #"")
+                                      (record->bytes 'end-request id
+                                                     (end-request-content 0 'request-complete)))
+                        out)
+           (socket-shutdown-write! out)
+           (let drain () (unless (eof-object? (read-bytes 4096 in)) (drain)))]
+          [else (loop)]))))
+  (kill-thread timer)
+  (close!))
 
 ;; watch-deadlines : (hasheq conn #t) limits -> none
 ;; Once every quarter second, cut the connections whose read or write deadline has passed

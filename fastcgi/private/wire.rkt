@@ -14,10 +14,14 @@
 ;; Per process. handler: fastcgi-request -> any. roles: the roles the handler takes.
 ;; connections: mutable set (hasheq conn -> #t) scanned by the deadline manager.
 ;; shutdown-write: conn -> void, half-closes a connection's socket for a graceful close.
+;; observer: (or/c #f (fastcgi-request flonum -> any)), told of every answered request with
+;; its duration in ms (access log, counters); it runs in the request's thread and must
+;; not raise.
 (struct server (handler roles limits connections shutdown-write
                 running         ; box: handlers running now (for max-concurrent)
-                stats           ; mutable hasheq: counters for status pages and tests
-                [closing? #:mutable]) ; graceful stop under way: no new requests
+                stats           ; mutable hasheq: symbol -> count, for status pages and tests
+                [closing? #:mutable] ; graceful stop under way: no new requests
+                observer)
   #:transparent)
 
 ;; Per connection.

@@ -1,0 +1,83 @@
+#lang racket/base
+;; `raco fastcgi ctl status|reload|stop --pid-file FILE`: for scripts and systemd units.
+;; status prints the pool's status (from FILE.status.json, which the manager keeps fresh);
+;; reload sends SIGHUP and waits until the new generation serves (exit 0) or the reload
+;; failed (exit 1); stop sends SIGTERM and waits until the manager has exited.
+(require racket/cmdline
+         racket/file
+         racket/string
+         "pool-status.rkt"
+         "signals.rkt")
+(provide ctl-command)
+
+;; ctl-command : (vectorof string) -> void
+(define (ctl-command argv)
+  (define pid-file #f)
+  (define timeout 60)
+  (define fmt 'text)
+  (define action
+    (command-line
+     #:program "raco fastcgi ctl"
+     #:argv argv
+     #:once-each
+     [("--pid-file" "-p") file "The manager's pid file (its --pid-file)" (set! pid-file file)]
+     [("--timeout") secs "Seconds to wait for reload or stop (default 60)"
+      (set! timeout (let ([n (string->number secs)])
+                      (unless (and (real? n) (positive? n))
+                        (raise-user-error 'raco-fastcgi "--timeout: expected a positive number of seconds, got ~s" secs))
+                      n))]
+     [("--json") "status: print JSON instead of text" (set! fmt 'json)]
+     #:args (command) command))
+  (unless pid-file (raise-user-error 'raco-fastcgi "ctl: give --pid-file FILE (the manager's --pid-file)"))
+  (define pid (read-pid pid-file))
+  (define board-file (string-append pid-file ".status.json"))
+  (case action
+    [("status")
+     (define board (read-scoreboard board-file))
+     (unless board (raise-user-error 'raco-fastcgi "ctl: no status in ~a yet" board-file))
+     (write-bytes (render-status board fmt))
+     (when (eq? fmt 'json) (newline))]
+    [("reload")
+     (define before (or (read-scoreboard board-file) (hasheq)))
+     (define (count b k) (hash-ref b k 0))
+     (send-signal! pid SIGHUP)
+     (define result
+       (wait-until timeout
+                   (λ ()
+                     (define b (read-scoreboard board-file))
+                     (cond
+                       [(not (process-alive? pid)) 'gone]
+                       [(not b) #f]
+                       [(> (count b 'reloads) (count before 'reloads)) 'done]
+                       [(> (count b 'reload_failures) (count before 'reload_failures)) 'failed]
+                       [else #f]))))
+     (case result
+       [(done) (printf "reloaded: generation ~a serves\n" (hash-ref (read-scoreboard board-file) 'generation "?"))]
+       [(failed) (eprintf "raco fastcgi ctl: reload failed; the running generation goes on serving (see the manager's log)\n") (exit 1)]
+       [(gone) (eprintf "raco fastcgi ctl: the manager (pid ~a) exited\n" pid) (exit 1)]
+       [else (eprintf "raco fastcgi ctl: reload not done after ~a s\n" timeout) (exit 1)])]
+    [("stop")
+     (send-signal! pid SIGTERM)
+     (cond
+       [(wait-until timeout (λ () (not (process-alive? pid)))) (printf "stopped\n")]
+       [else (eprintf "raco fastcgi ctl: pid ~a still running after ~a s\n" pid timeout) (exit 1)])]
+    [else (raise-user-error 'raco-fastcgi "ctl: expected status, reload or stop, got ~s" action)]))
+
+;; read-pid : path-string -> natural ; a live manager's pid, or a clear error
+(define (read-pid file)
+  (define text (with-handlers ([exn:fail? (λ (e) (raise-user-error 'raco-fastcgi "ctl: cannot read ~a: ~a" file (exn-message e)))])
+                 (file->string file)))
+  (define pid (string->number (string-trim text)))
+  (unless (exact-positive-integer? pid)
+    (raise-user-error 'raco-fastcgi "ctl: ~a does not hold a pid: ~s" file text))
+  (unless (process-alive? pid)
+    (raise-user-error 'raco-fastcgi "ctl: no process ~a (from ~a): the manager is not running" pid file))
+  pid)
+
+;; wait-until : real (-> any) -> any ; polls every 50 ms; #f at the deadline
+(define (wait-until timeout probe)
+  (define deadline (+ (current-inexact-milliseconds) (* 1000 timeout)))
+  (let loop ()
+    (or (probe)
+        (and (< (current-inexact-milliseconds) deadline)
+             (begin (sleep 0.05) (loop))))))

@@ -1,0 +1,182 @@
+#lang racket/base
+;; The pool's status, as the manager publishes it (the scoreboard, a JSON file that the
+;; manager rewrites while something changes) and as people and programs read it: plain
+;; text, JSON, OpenMetrics (Prometheus) and an HTML page that refreshes itself.
+;; Rendering only: no I/O but reading the scoreboard file.
+(require json
+         racket/list
+         racket/string
+         xml)
+(provide read-scoreboard
+         write-scoreboard!
+         status-format
+         render-status
+         status-content-type)
+
+;; read-scoreboard : path-string -> (or/c hash #f) ; #f when absent or unreadable
+(define (read-scoreboard path)
+  (with-handlers ([exn:fail? (λ (e) #f)])
+    (define v (call-with-input-file path read-json))
+    (and (hash? v) v)))
+
+;; write-scoreboard! : path-string hash -> void
+;; Written to a fresh file and renamed over the old one: readers see the old or the new
+;; board whole, never half of one.
+(define (write-scoreboard! path board)
+  (define tmp (string-append (if (path? path) (path->string path) path) ".tmp"))
+  (call-with-output-file tmp #:exists 'truncate (λ (out) (write-json board out)))
+  (rename-file-or-directory tmp path #t))
+
+;; status-format : (or/c bytes #f) -> symbol
+;; From the query string: json, openmetrics, html, else text. "full" is accepted for
+;; php-fpm habits (the text format always lists the workers).
+(define (status-format query)
+  (define q (if query (bytes->string/latin-1 query) ""))
+  (define keys (map (λ (kv) (car (string-split kv "=" #:trim? #f))) (string-split q "&")))
+  (cond
+    [(member "json" keys) 'json]
+    [(member "openmetrics" keys) 'openmetrics]
+    [(member "html" keys) 'html]
+    [else 'text]))
+
+;; status-content-type : symbol -> bytes
+(define (status-content-type fmt)
+  (case fmt
+    [(json) #"application/json"]
+    [(openmetrics) #"application/openmetrics-text; version=1.0.0; charset=utf-8"]
+    [(html) #"text/html; charset=utf-8"]
+    [else #"text/plain; charset=utf-8"]))
+
+;; The pool totals, in the order the text and HTML formats show them:
+;; key, label, OpenMetrics name, OpenMetrics type, help.
+(define totals
+  '((pool "pool" #f #f #f)
+    (pm "process manager" #f #f #f)
+    (listen "listen" #f #f #f)
+    (master_pid "master pid" #f #f #f)
+    (start_time "start time" start_time_seconds gauge "Unix time the manager started")
+    (uptime "uptime (s)" uptime_seconds gauge "Seconds since the manager started")
+    (generation "generation" generation gauge "Reloads so far (the workers' generation)")
+    (accepted_connections "accepted connections" accepted_connections counter "Connections accepted by all workers")
+    (requests "requests" requests counter "Requests answered by all workers")
+    (listen_queue "listen queue" listen_queue gauge "Connections waiting in the accept queue (TCP only)")
+    (active_workers "active workers" active_workers gauge "Workers handling a request now")
+    (idle_workers "idle workers" idle_workers gauge "Workers ready and handling nothing")
+    (total_workers "total workers" total_workers gauge "Worker processes, starting and draining included")
+    (max_active_workers "max active workers" max_active_workers gauge "Most workers active at once since start")
+    (max_workers_reached "max workers reached" max_workers_reached counter "Times the pool wanted a worker past its maximum")
+    (slow_requests "slow requests" slow_requests counter "Requests that ran past the slow threshold")
+    (restarts "restarts" restarts counter "Workers started again after an unexpected exit")
+    (recycled "recycled" recycled counter "Workers replaced after max-requests, max-memory or a stuck handler")
+    (reloads "reloads" reloads counter "Reloads (SIGHUP) completed")))
+
+;; The per-worker columns: key, label.
+(define worker-columns
+  '((pid "pid") (state "state") (generation "gen") (requests "requests") (active "active")
+    (connections "connections") (memory "memory") (uptime "uptime (s)")))
+
+;; value->string : any -> string
+(define (value->string v)
+  (cond
+    [(eq? v (json-null)) "-"]
+    [(string? v) v]
+    [(and (real? v) (inexact? v)) (number->string (/ (round (* v 10)) 10))]
+    [else (format "~a" v)]))
+
+;; render-status : hash symbol -> bytes
+(define (render-status board fmt)
+  (case fmt
+    [(json) (jsexpr->bytes board)]
+    [(openmetrics) (render-openmetrics board)]
+    [(html) (render-html board)]
+    [else (render-text board)]))
+
+;; render-text : hash -> bytes
+(define (render-text board)
+  (define out (open-output-string))
+  (for ([t (in-list totals)])
+    (define label (second t))
+    (fprintf out "~a:~a~a\n" label (make-string (max 1 (- 22 (string-length label))) #\space)
+             (value->string (hash-ref board (first t) (json-null)))))
+  (fprintf out "\n")
+  (define rows (cons (map second worker-columns)
+                     (for/list ([w (in-list (hash-ref board 'workers '()))])
+                       (for/list ([c (in-list worker-columns)])
+                         (value->string (hash-ref w (first c) (json-null)))))))
+  (define widths (for/list ([i (in-range (length worker-columns))])
+                   (apply max (map (λ (r) (string-length (list-ref r i))) rows))))
+  (for ([r (in-list rows)])
+    (fprintf out "~a\n"
+             (string-trim
+              (string-join (for/list ([cell (in-list r)] [w (in-list widths)])
+                             (string-append cell (make-string (- w (string-length cell)) #\space)))
+                           "  ")
+              #:left? #f)))
+  (string->bytes/utf-8 (get-output-string out)))
+
+;; render-openmetrics : hash -> bytes
+;; Counters get the _total suffix on their sample; every family has HELP and TYPE; the
+;; exposition ends with # EOF. Absent values (a unix socket's listen queue) are left out.
+(define (render-openmetrics board)
+  (define out (open-output-string))
+  (define pool (escape-label (value->string (hash-ref board 'pool ""))))
+  (for ([t (in-list totals)] #:when (third t))
+    (define v (hash-ref board (first t) (json-null)))
+    (when (real? v)
+      (define name (format "fastcgi_~a" (third t)))
+      (fprintf out "# HELP ~a ~a\n# TYPE ~a ~a\n~a~a{pool=\"~a\"} ~a\n"
+               name (fifth t) name (fourth t) name
+               (if (eq? (fourth t) 'counter) "_total" "") pool v)))
+  (define workers (hash-ref board 'workers '()))
+  (for ([m (in-list '((requests "fastcgi_worker_requests" counter "Requests answered by the worker")
+                      (active "fastcgi_worker_active" gauge "Requests the worker handles now")
+                      (memory "fastcgi_worker_memory_bytes" gauge "Resident memory of the worker")))])
+    (fprintf out "# HELP ~a ~a\n# TYPE ~a ~a\n" (second m) (fourth m) (second m) (third m))
+    (for ([w (in-list workers)])
+      (define v (hash-ref w (first m) (json-null)))
+      (when (real? v)
+        (fprintf out "~a~a{pool=\"~a\",pid=\"~a\"} ~a\n" (second m)
+                 (if (eq? (third m) 'counter) "_total" "") pool (hash-ref w 'pid 0) v))))
+  (fprintf out "# EOF\n")
+  (string->bytes/utf-8 (get-output-string out)))
+
+;; escape-label : string -> string ; OpenMetrics label value escapes
+(define (escape-label s)
+  (regexp-replace* #rx"[\\\\\"\n]" s (λ (m) (case m [("\n") "\\n"] [else (string-append "\\" m)]))))
+
+;; render-html : hash -> bytes ; a page that refreshes every 2 seconds
+(define (render-html board)
+  (define (row label v) `(tr (th ,label) (td ,(value->string v))))
+  (define page
+    `(html
+      (head (meta ([charset "utf-8"]))
+            (meta ([http-equiv "refresh"] [content "2"]))
+            (title ,(format "fastcgi status: ~a" (value->string (hash-ref board 'pool ""))))
+            (style ,(string-append
+                     "body{font-family:sans-serif;margin:2em;color:#222}"
+                     "table{border-collapse:collapse;margin-bottom:2em}"
+                     "th,td{padding:.3em .8em;border-bottom:1px solid #ddd;text-align:left}"
+                     "td.n{text-align:right;font-variant-numeric:tabular-nums}"
+                     ".busy{color:#b35900;font-weight:bold}.idle{color:#2a7a2a}"
+                     ".draining,.starting{color:#777}")))
+      (body
+       (h1 ,(format "fastcgi pool ~a" (value->string (hash-ref board 'pool ""))))
+       (table ,@(for/list ([t (in-list totals)] #:unless (memq (first t) '(pool)))
+                  (row (second t) (hash-ref board (first t) (json-null)))))
+       (h2 "Workers")
+       (table
+        (tr ,@(for/list ([c (in-list worker-columns)]) `(th ,(second c))))
+        ,@(for/list ([w (in-list (hash-ref board 'workers '()))])
+            `(tr ([class ,(value->string (hash-ref w 'state ""))])
+                 ,@(for/list ([c (in-list worker-columns)])
+                     `(td ([class ,(if (eq? (first c) 'state) "" "n")])
+                          ,(let ([v (hash-ref w (first c) (json-null))])
+                             (if (eq? (first c) 'memory) (memory->string v) (value->string v))))))))
+       (p "This page refreshes every 2 seconds. Also as "
+          (a ([href "?json"]) "JSON") ", " (a ([href "?openmetrics"]) "OpenMetrics")
+          " and " (a ([href "?"]) "text") "."))))
+  (string->bytes/utf-8 (string-append "<!DOCTYPE html>\n" (xexpr->string page))))
+
+;; memory->string : any -> string ; bytes as MiB with one decimal
+(define (memory->string v)
+  (if (real? v) (format "~a MiB" (/ (round (/ v 104857.6)) 10.0)) "-"))

@@ -1,0 +1,123 @@
+#lang racket/base
+;; Signals that Racket 8.7 does not expose, through the FFI (Linux x86_64).
+;; Racket turns SIGINT, SIGTERM and SIGHUP into breaks of the main thread; for anything
+;; else the default action (for SIGUSR1: terminate) applies. To catch SIGUSR1 the manager
+;; blocks it in the process's signal mask and reads it from a signalfd, which a green
+;; thread waits on like any other fd. A signal mask is per OS thread and inherited by the
+;; threads created later: the mask must be set while Racket runs a single OS thread (before
+;; the first subprocess, which starts rktio's SIGCHLD thread), or a thread that does not
+;; block SIGUSR1 takes it and the process dies. block-signals! checks that.
+(require ffi/unsafe
+         ffi/unsafe/port
+         racket/list)
+(provide SIGHUP SIGINT SIGKILL SIGTERM SIGUSR1 SIGQUIT
+         send-signal!
+         process-alive?
+         block-signals!
+         unblock-signals!
+         die-with-parent!
+         parent-pid
+         signal-name)
+
+(define SIGHUP 1)
+(define SIGINT 2)
+(define SIGQUIT 3)
+(define SIGKILL 9)
+(define SIGUSR1 10)
+(define SIGTERM 15)
+
+(define SIG_BLOCK 0)
+(define SIG_UNBLOCK 1)
+(define SFD_NONBLOCK #o4000)
+(define SFD_CLOEXEC #o2000000)
+(define PR_SET_PDEATHSIG 1)
+(define EPERM 1)
+(define sigset-size 128)          ; sizeof(sigset_t) in glibc
+(define siginfo-size 128)         ; sizeof(struct signalfd_siginfo)
+
+(define-syntax-rule (define-libc name c-name type ...)
+  (define name (get-ffi-obj c-name #f (_fun #:save-errno 'posix type ...))))
+
+(define-libc c-kill "kill" _int _int -> _int)
+(define-libc c-sigemptyset "sigemptyset" _bytes -> _int)
+(define-libc c-sigaddset "sigaddset" _bytes _int -> _int)
+(define-libc c-sigprocmask "sigprocmask" _int _bytes _pointer -> _int)
+(define-libc c-signalfd "signalfd" _int _bytes _int -> _int)
+(define-libc c-read "read" _int _bytes _size -> _ssize)
+(define-libc c-prctl "prctl" _int _ulong _ulong _ulong _ulong -> _int)
+(define-libc c-getppid "getppid" -> _int)
+
+;; signal-name : natural -> string
+(define (signal-name n)
+  (case n
+    [(1) "SIGHUP"] [(2) "SIGINT"] [(3) "SIGQUIT"] [(6) "SIGABRT"] [(9) "SIGKILL"]
+    [(10) "SIGUSR1"] [(11) "SIGSEGV"] [(15) "SIGTERM"]
+    [else (format "signal ~a" n)]))
+
+;; send-signal! : natural natural -> boolean ; #f when there is no such process
+(define (send-signal! pid sig)
+  (zero? (c-kill pid sig)))
+
+;; process-alive? : natural -> boolean ; signal 0 checks existence (EPERM: exists, not ours)
+(define (process-alive? pid)
+  (or (zero? (c-kill pid 0)) (= (saved-errno) EPERM)))
+
+;; make-sigset : (listof natural) -> bytes
+(define (make-sigset signals)
+  (define set (make-bytes sigset-size 0))
+  (c-sigemptyset set)
+  (for ([s (in-list signals)]) (c-sigaddset set s))
+  set)
+
+;; os-thread-count : -> natural
+(define (os-thread-count)
+  (with-handlers ([exn:fail? (λ (e) 1)])
+    (length (directory-list "/proc/self/task"))))
+
+;; block-signals! : (listof natural) -> evt
+;; Blocks the signals and returns an event that is ready with the number of a signal that
+;; arrived (each arrival is reported once). Raises when more than one OS thread runs.
+(define (block-signals! signals)
+  (define n (os-thread-count))
+  (unless (= n 1)
+    (error 'block-signals! "~a OS threads run already: the signal mask would not cover them" n))
+  (define set (make-sigset signals))
+  (unless (zero? (c-sigprocmask SIG_BLOCK set #f))
+    (error 'block-signals! "sigprocmask failed (errno ~a)" (saved-errno)))
+  (define fd (c-signalfd -1 set (bitwise-ior SFD_NONBLOCK SFD_CLOEXEC)))
+  (when (negative? fd) (error 'block-signals! "signalfd failed (errno ~a)" (saved-errno)))
+  (define buf (make-bytes siginfo-size 0))
+  (define queue '())
+  ;; read-one : -> (or/c natural #f) ; the next pending signal, without blocking
+  (define (read-one)
+    (cond
+      [(pair? queue) (begin0 (first queue) (set! queue (rest queue)))]
+      [(= siginfo-size (c-read fd buf siginfo-size))
+       (integer-bytes->integer buf #f #f 0 4)]
+      [else #f]))
+  (define ready (unsafe-fd->evt fd 'read))
+  (let poll ()
+    (guard-evt
+     (λ ()
+       (define s (read-one))
+       (if s
+           (wrap-evt always-evt (λ (_) s))
+           (replace-evt ready (λ (_) (poll))))))))
+
+;; unblock-signals! : (listof natural) -> void ; undo an inherited block (in a worker)
+(define (unblock-signals! signals)
+  (void (c-sigprocmask SIG_UNBLOCK (make-sigset signals) #f)))
+
+;; parent-pid : -> natural
+(define (parent-pid) (c-getppid))
+
+;; die-with-parent! : natural natural -> void
+;; Asks the kernel to send sig when our parent (expected-ppid) dies; if it is already gone
+;; (we were re-parented before the call), sends sig to ourselves now.
+(define (die-with-parent! expected-ppid sig)
+  (c-prctl PR_SET_PDEATHSIG sig 0 0 0)
+  (unless (= (c-getppid) expected-ppid)
+    (c-kill (getpid*) sig)))
+
+(define-libc c-getpid "getpid" -> _int)
+(define (getpid*) (c-getpid))

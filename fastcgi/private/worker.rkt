@@ -1,0 +1,285 @@
+#lang racket/base
+;; A worker process of the manager. It accepts on the listening socket it inherited as
+;; fd 0, runs the application, writes the access and slow logs, answers the status and
+;; ping paths, and reports to the manager over a unix socket in the manager's private
+;; folder (not stdout, which the application may print to):
+;;   hello PID   then   ready   then   stat REQUESTS ACTIVE CONNECTIONS SLOW   when they change
+;;   recycle REASON   once, when it wants to be replaced (max-requests).
+;; Signals: SIGTERM or SIGINT: stop accepting, finish in-flight requests (graceful timeout),
+;; exit 0. SIGHUP: reopen the log files (the manager forwards its SIGUSR1 this way).
+;; It also stops when the manager goes away (its socket closes, or the parent-death signal).
+;; Started as: racket -t worker.rkt -- CONFIG, CONFIG being a `write`n hash (see manager.rkt).
+(require json
+         racket/os
+         racket/unix-socket
+         "app.rkt"
+         "limits.rkt"
+         "log-file.rkt"
+         "log.rkt"
+         "logging.rkt"
+         "pool-status.rkt"
+         "request.rkt"
+         "server.rkt"
+         "signals.rkt"
+         "transport.rkt"
+         "wire.rkt")
+(provide run-worker
+         run-single
+         make-limits*)
+
+;; run-worker : hash -> none
+(define (run-worker cfg)
+  (define (cfg-ref k [default #f]) (hash-ref cfg k default))
+  (break-enabled #f)
+  (unblock-signals! (list SIGUSR1))
+  (die-with-parent! (cfg-ref 'master-pid) SIGTERM)
+  (start-stderr-logging! (cfg-ref 'log-level 'info) #:tag (format "[~a]" (getpid)))
+  (define-values (ctl-in ctl-out) (unix-socket-connect (cfg-ref 'control)))
+  (define (report! fmt . args)
+    (with-handlers ([exn:fail? void])
+      (write-string (string-append (apply format fmt args) "\n") ctl-out)
+      (flush-output ctl-out)))
+  (report! "hello ~a" (getpid))
+  (define a (serve-app cfg (resolve-listener #f)
+                       #:report report!
+                       #:board (λ (srv) (read-scoreboard (cfg-ref 'scoreboard)))
+                       #:on-load-failure (λ (msg) (log-fastcgi-fatal "~a" msg) (flush-logging) (exit 3))))
+  (report! "ready")
+  (thread (λ () (report-loop a report!)))
+  ;; the manager is gone when its end of the control socket closes
+  (define manager-gone (make-semaphore 0))
+  (thread (λ ()
+            (with-handlers ([exn:fail? void]) (let loop () (unless (eof-object? (read-line ctl-in)) (loop))))
+            (semaphore-post manager-gone)))
+  (serve-until-stopped a (cfg-ref 'graceful-timeout 30) manager-gone))
+
+;; run-single : hash -> none
+;; `serve --single-process`: the same server with no manager, on the listener it opens.
+(define (run-single cfg)
+  (define (cfg-ref k [default #f]) (hash-ref cfg k default))
+  (break-enabled #f)
+  (start-stderr-logging! (cfg-ref 'log-level 'info))
+  (define l (with-handlers ([exn:fail? (λ (e) (raise-user-error 'raco-fastcgi "~a" (exn-message e)))])
+              (resolve-listener (cfg-ref 'listen) #:backlog (cfg-ref 'backlog 1024)
+                                #:socket-mode (cfg-ref 'socket-mode #o660)
+                                #:socket-owner (cfg-ref 'socket-owner) #:socket-group (cfg-ref 'socket-group))))
+  (define start-ms (current-inexact-milliseconds))
+  (define a (serve-app cfg l
+                       #:report void
+                       #:board (λ (srv) (single-board srv cfg start-ms))
+                       #:on-load-failure (λ (msg) (raise-user-error 'raco-fastcgi "~a" msg))))
+  (log-fastcgi-info "serving ~a on ~a (pid ~a, single process)" (cfg-ref 'app)
+                    (running-server-address (app-running a)) (getpid))
+  (serve-until-stopped a (cfg-ref 'graceful-timeout 30) never-evt))
+
+;; A running app: the server, its counters and its log files.
+(struct app (running requests slow access slow-log))
+;; app-server : app -> server
+(define (app-server a) (running-server-server (app-running a)))
+
+;; serve-app : hash listener #:report #:board #:on-load-failure -> app
+;; Loads the app and serves it on the listener, with the access and slow logs, the status
+;; and ping paths, and the max-requests report.
+(define (serve-app cfg listener #:report report! #:board board #:on-load-failure fail)
+  (define (cfg-ref k [default #f]) (hash-ref cfg k default))
+  (define lim (apply make-limits* (cfg-ref 'limits '())))
+  (define-values (app-handler roles)
+    (with-handlers ([(λ (e) #t)
+                     (λ (e) (fail (format "cannot load ~a: ~a" (log-escape (cfg-ref 'app))
+                                          (log-escape (if (exn? e) (exn-message e) e)))))])
+      (load-app (cfg-ref 'app) lim)))
+  (define access (and (cfg-ref 'access-log) (open-log-file (cfg-ref 'access-log))))
+  (define slow-log (and (cfg-ref 'slow-log) (open-log-file (cfg-ref 'slow-log))))
+  (define requests (box 0))
+  (define slow-count (box 0))
+  (define max-requests (cfg-ref 'max-requests))
+  (define recycle-asked? #f)
+  (define log-access! (if access (make-access-observer access) void))
+  (define (observer r ms)
+    (log-access! r ms)
+    (define n (counter-add! requests 1))
+    (when (and max-requests (>= n max-requests) (not recycle-asked?))
+      (set! recycle-asked? #t)
+      (report! "recycle after ~a requests (--max-requests)" n)))
+  (define srv-box (box #f))
+  (define handler
+    (wrap-status-paths app-handler
+                       #:status-path (cfg-ref 'status-path)
+                       #:ping-path (cfg-ref 'ping-path)
+                       #:board (λ () (board (unbox srv-box)))))
+  (define rs (start-server handler listener #:roles roles #:limits lim
+                           #:allowed-clients (let ([a (cfg-ref 'allowed-clients)])
+                                               (and a (parse-allowed-clients a)))
+                           #:observer observer))
+  (set-box! srv-box (running-server-server rs))
+  (define a (app rs requests slow-count access slow-log))
+  (when slow-log
+    (thread (λ () (watch-slow (app-server a) slow-log (cfg-ref 'slow-threshold 5) slow-count))))
+  a)
+
+;; serve-until-stopped : app real evt -> none
+;; SIGHUP reopens the log files; SIGTERM, SIGINT or the stop event stop gracefully, exit 0.
+(define (serve-until-stopped a graceful stop-evt)
+  (let loop ()
+    (define what
+      (with-handlers ([exn:break:hang-up? (λ (e) 'reopen)]
+                      [exn:break? (λ (e) 'stop)])
+        (sync/enable-break (wrap-evt stop-evt (λ (_) 'orphaned)))))
+    (case what
+      [(reopen)
+       (log-fastcgi-info "SIGHUP: reopening log files")
+       (when (app-access a) (log-file-reopen! (app-access a)))
+       (when (app-slow-log a) (log-file-reopen! (app-slow-log a)))
+       (loop)]
+      [else
+       (when (eq? what 'orphaned) (log-fastcgi-warning "the manager is gone: stopping"))
+       (log-fastcgi-info "stopping: finishing in-flight requests (up to ~a s)" graceful)
+       ((running-server-stop (app-running a)) #:timeout graceful)
+       (when (app-access a) (log-file-close! (app-access a)))
+       (when (app-slow-log a) (log-file-close! (app-slow-log a)))
+       (flush-logging)
+       (exit 0)])))
+
+;; single-board : server hash flonum -> hash ; the status of a single-process server
+(define (single-board srv cfg start-ms)
+  (define now (current-inexact-milliseconds))
+  (define stats (server-stats srv))
+  (define running (unbox (server-running srv)))
+  (define rss (let ([m (with-handlers ([exn:fail? (λ (e) #f)])
+                         (regexp-match #rx"VmRSS:[ \t]*([0-9]+) kB" (call-with-input-file "/proc/self/status" port->string*)))])
+                (and m (* 1024 (string->number (cadr m))))))
+  (hasheq 'pool (let-values ([(b n d) (split-path (hash-ref cfg 'app))]) (path->string n))
+          'pm "single" 'listen (hash-ref cfg 'listen "inherited") 'master_pid (getpid)
+          'start_time (inexact->exact (floor (/ start-ms 1000)))
+          'uptime (inexact->exact (floor (/ (- now start-ms) 1000)))
+          'generation 1
+          'accepted_connections (hash-ref stats 'connections 0)
+          'requests (hash-ref stats 'requests 0)
+          'listen_queue (json-null)
+          'active_workers (if (positive? running) 1 0)
+          'idle_workers (if (positive? running) 0 1)
+          'total_workers 1 'max_active_workers 1 'max_workers_reached 0
+          'slow_requests 0 'restarts 0 'recycled 0 'reloads 0 'reload_failures 0
+          'workers (list (hasheq 'pid (getpid) 'state (if (positive? running) "busy" "idle")
+                                 'generation 1 'requests (hash-ref stats 'requests 0)
+                                 'active running 'connections (hash-ref stats 'connections 0)
+                                 'memory (or rss (json-null))
+                                 'uptime (inexact->exact (floor (/ (- now start-ms) 1000)))))))
+
+;; port->string* : input-port -> string
+(define (port->string* in)
+  (let ([o (open-output-string)]) (copy-port* in o) (get-output-string o)))
+;; copy-port* : input-port output-port -> void
+(define (copy-port* in out)
+  (define bs (read-bytes 4096 in))
+  (unless (eof-object? bs) (write-bytes bs out) (copy-port* in out)))
+
+;; make-limits* : (listof (cons string any)) -> limits
+;; The limits arrive as (keyword-name . value) pairs; make-limits checks the values.
+(define (make-limits* . pairs)
+  (define sorted (sort pairs string<? #:key car))
+  (keyword-apply make-limits (map (λ (p) (string->keyword (car p))) sorted) (map cdr sorted) '()))
+
+;; report-loop : app (string any ... -> void) -> none
+;; Every 0.1 s, the counters if they changed: cheap for the manager, prompt enough for
+;; its process manager (idle or busy) and its status page.
+(define (report-loop a report!)
+  (define srv (app-server a))
+  (let loop ([last #f])
+    (sleep 0.1)
+    (define now (list (unbox (app-requests a)) (unbox (server-running srv))
+                      (hash-ref (server-stats srv) 'connections 0) (unbox (app-slow a))))
+    (unless (equal? now last) (apply report! "stat ~a ~a ~a ~a" now))
+    (loop now)))
+
+;; make-access-observer : log-file -> (fastcgi-request flonum -> void)
+(define (make-access-observer lf)
+  (define pid (getpid))
+  (λ (r ms)
+    (log-file-write! lf (access-line (current-inexact-milliseconds)
+                                     (or (request-param r #"REMOTE_ADDR") (string->bytes/utf-8 (fastcgi-request-peer r)))
+                                     (request-param r #"REQUEST_METHOD")
+                                     (request-param r #"REQUEST_URI")
+                                     (fastcgi-request-status r)
+                                     (fastcgi-request-bytes-out r)
+                                     ms pid))))
+
+;; watch-slow : server log-file real box -> none
+;; Twice a second: every request whose handler has run past the threshold is written to
+;; the slow log once, with the handler thread's stack at that moment (what it is stuck on).
+(define (watch-slow srv lf threshold slow-count)
+  (define seen (make-weak-hasheq))
+  (define pid (getpid))
+  (let loop ()
+    (sleep 0.5)
+    (define now (current-inexact-milliseconds))
+    (for* ([c (in-list (hash-keys (server-connections srv)))]
+           [r (in-list (hash-values (conn-requests c)))])
+      (define t (fastcgi-request-handler r))
+      (define ran (/ (- now (fastcgi-request-start-ms r)) 1000.0))
+      (when (and t (> ran threshold) (not (hash-ref seen r #f)) (not (thread-dead? t)))
+        (hash-set! seen r #t)
+        (counter-add! slow-count 1)
+        (define stack
+          (for/list ([frame (in-list (continuation-mark-set->context (continuation-marks t)))]
+                     [_ (in-range 30)])
+            (format "    ~a~a" (or (car frame) "?")
+                    (let ([loc (cdr frame)])
+                      (if (and loc (srcloc-source loc))
+                          (format " at ~a:~a" (srcloc-source loc) (or (srcloc-line loc) "?"))
+                          "")))))
+        (log-file-write!
+         lf
+         (string->bytes/utf-8
+          (string-append
+           (format "~a pid ~a request ~a from ~a \"~a ~a\" running for ~a s (threshold ~a s)"
+                   (timestamp now) pid (fastcgi-request-id r) (log-escape (fastcgi-request-peer r))
+                   (log-escape (or (request-param r #"REQUEST_METHOD") #"-"))
+                   (log-escape (or (request-param r #"REQUEST_URI") #"-"))
+                   (/ (round (* ran 10)) 10.0) threshold)
+           (apply string-append (map (λ (l) (string-append "\n" (log-escape l))) stack)))))))
+    (loop)))
+
+;; wrap-status-paths : handler #:status-path #:ping-path #:ping-response #:board -> handler
+;; Requests for the status or ping path are answered here and never reach the app. The path
+;; is REQUEST_URI without its query (SCRIPT_NAME when the front sends no REQUEST_URI).
+;; board: -> (or/c hash #f), the pool status now.
+(define (wrap-status-paths handler #:status-path status-path #:ping-path ping-path #:board board)
+  (cond
+    [(not (or status-path ping-path)) handler]
+    [else
+     (define status-b (and status-path (string->bytes/utf-8 status-path)))
+     (define ping-b (and ping-path (string->bytes/utf-8 ping-path)))
+     (λ (r)
+       (define path (request-path r))
+       (cond
+         [(and status-b (equal? path status-b)) (answer-status r (board))]
+         [(and ping-b (equal? path ping-b))
+          (write-bytes (bytes-append #"Content-Type: text/plain\r\nCache-Control: no-store\r\n\r\n"
+                                     #"pong\n")
+                       (fastcgi-request-stdout r))]
+         [else (handler r)]))]))
+
+;; request-path : fastcgi-request -> (or/c bytes #f)
+(define (request-path r)
+  (define uri (request-param r #"REQUEST_URI"))
+  (cond
+    [uri (car (regexp-match #rx#"^[^?]*" uri))]
+    [else (request-param r #"SCRIPT_NAME")]))
+
+;; answer-status : fastcgi-request (or/c hash #f) -> void
+(define (answer-status r board)
+  (define out (fastcgi-request-stdout r))
+  (cond
+    [board
+     (define fmt (status-format (request-param r #"QUERY_STRING")))
+     (write-bytes (bytes-append #"Content-Type: " (status-content-type fmt)
+                                #"\r\nCache-Control: no-store\r\n\r\n"
+                                (render-status board fmt))
+                  out)]
+    [else
+     (write-bytes #"Status: 503 Service Unavailable\r\nContent-Type: text/plain\r\n\r\nno status yet\n" out)]))
+
+(module+ main
+  (define args (current-command-line-arguments))
+  (run-worker (read (open-input-string (vector-ref args (sub1 (vector-length args)))))))
