@@ -1,0 +1,277 @@
+#lang racket/base
+;; The manager for real: `raco fastcgi serve --workers N` behind a real nginx (unix socket,
+;; upstream keepalive, fastcgi_keep_conn on), with HTTP loads running while a worker is
+;; SIGKILLed, workers are recycled and the pool is reloaded; SIGTERM with slow requests in
+;; flight; the request timeout; the status page in every format; the access and slow logs
+;; and SIGUSR1; dynamic and ondemand pools; a crash loop; `raco fastcgi ctl`; and the
+;; manager spawned by lighttpd (bin-path, fd 0). Every wait is bounded.
+(require json
+         racket/file
+         racket/list
+         racket/port
+         racket/string
+         rackunit
+         xml
+         "../fastcgi/private/signals.rkt"
+         "integration/lib.rkt")
+
+(define raco (path->string (find-executable-path "raco")))
+(define nginx (require-program! "/usr/sbin/nginx" "nginx"))
+(define lighttpd (require-program! "/usr/sbin/lighttpd" "lighttpd"))
+
+;; app-source : string -> string ; a raw app whose answers name its version and pid
+(define (app-source version)
+  (string-append
+   "#lang racket/base\n"
+   "(require racket/os fastcgi)\n"
+   "(provide fastcgi-handler)\n"
+   (format "(define version ~s)\n" version)
+   "(define hog #f)\n"
+   "(define (fastcgi-handler r)\n"
+   "  (define uri (bytes->string/utf-8 (fastcgi-param r \"REQUEST_URI\" #\"/\") #\\?))\n"
+   "  (define out (fastcgi-request-stdout r))\n"
+   "  (define (answer body) (write-string (string-append \"Content-Type: text/plain\\r\\n\\r\\n\" body) out))\n"
+   "  (cond\n"
+   "    [(regexp-match #rx\"^/slow/([0-9]+)\" uri)\n"
+   "     => (λ (m) (sleep (/ (string->number (cadr m)) 1000)) (answer (format \"slow ~a ~a\\n\" version (getpid))))]\n"
+   "    [(equal? uri \"/hang\") (let loop () (sleep 1) (loop))]\n"
+   "    [(equal? uri \"/grow\") (set! hog (make-bytes (* 256 1024 1024) 1)) (answer \"grown\\n\")]\n"
+   "    [else (answer (format \"~a ~a\\n\" version (getpid)))]))\n"))
+
+(define nginx-params
+  '(("REQUEST_METHOD" . "$request_method") ("REQUEST_URI" . "$request_uri")
+    ("QUERY_STRING" . "$query_string") ("SCRIPT_NAME" . "$fastcgi_script_name")
+    ("CONTENT_TYPE" . "$content_type") ("CONTENT_LENGTH" . "$content_length")
+    ("SERVER_PROTOCOL" . "$server_protocol") ("REMOTE_ADDR" . "$remote_addr")))
+
+;; nginx-conf : path natural string -> string ; one server on port, to the app's socket
+(define (nginx-conf dir port sock)
+  (define (in-dir name) (path->string (build-path dir name)))
+  (string-append
+   "daemon off;\nmaster_process off;\nworker_processes 1;\nuser root;\n"
+   (format "pid ~a;\nerror_log ~a warn;\n" (in-dir "nginx.pid") (in-dir "nginx-error.log"))
+   "events { worker_connections 512; }\nhttp {\n  access_log off;\n"
+   (string-append* (for/list ([t '("client_body" "fastcgi" "proxy" "uwsgi" "scgi")])
+                     (format "  ~a_temp_path ~a;\n" t (in-dir (string-append t "_temp")))))
+   (format "  upstream app { server unix:~a; keepalive 16; }\n" sock)
+   (format "  server {\n    listen 127.0.0.1:~a;\n    location / {\n" port)
+   (string-append* (for/list ([p (in-list nginx-params)])
+                     (format "      fastcgi_param ~a ~a;\n" (car p) (cdr p))))
+   "      fastcgi_pass app;\n      fastcgi_keep_conn on;\n      fastcgi_read_timeout 30s;\n"
+   "    }\n  }\n}\n"))
+
+;; A pool under test: its folder, nginx's port, the socket, the pid file, the app file,
+;; the manager's process.
+(struct pool (dir port sock pid-file app manager))
+
+;; board : pool -> (or/c hash #f) ; the status the manager publishes
+(define (board p)
+  (with-handlers ([exn:fail? (λ (e) #f)])
+    (call-with-input-file (string-append (pool-pid-file p) ".status.json") read-json)))
+
+;; board-workers : pool -> (listof hash)
+(define (board-workers p) (hash-ref (or (board p) (hasheq)) 'workers '()))
+
+;; ready-pids : pool -> (listof natural) ; workers that serve (idle or busy)
+(define (ready-pids p)
+  (for/list ([w (in-list (board-workers p))] #:when (member (hash-ref w 'state) '("idle" "busy")))
+    (hash-ref w 'pid)))
+
+;; call-with-pool : (listof string) (pool -> any) #:workers natural #:ready natural -> any
+;; Starts the manager with the extra options, and nginx in front; waits until `ready`
+;; workers serve.
+(define (call-with-pool opts body #:ready [ready 2] #:app [source (app-source "v1")])
+  (call-with-temp-dir
+   "fcgi-mgr"
+   (λ (dir)
+     (define sock (path->string (build-path dir "app.sock")))
+     (define app (path->string (build-path dir "app.rkt")))
+     (define pid-file (path->string (build-path dir "manager.pid")))
+     (display-to-file source app)
+     (define port (car (free-ports 1)))
+     (define mgr (start-process "manager" raco
+                                (append (list "fastcgi" "serve" app "--listen" (string-append "unix:" sock)
+                                              "--pid-file" pid-file "--status-path" "/status")
+                                        opts)
+                                #:dir dir))
+     (define p (pool dir port sock pid-file app mgr))
+     (dynamic-wind
+      void
+      (λ ()
+        (wait-for-unix-socket sock 30)
+        (wait-until 60 (format "~a workers ready" ready) (λ () (>= (length (ready-pids p)) ready)))
+        (display-to-file (nginx-conf dir port sock) (build-path dir "nginx.conf"))
+        (call-with-process "nginx" nginx (list "-c" (path->string (build-path dir "nginx.conf")) "-p" (path->string dir))
+                           #:dir dir
+                           (λ (ng)
+                             (wait-for-tcp port 10)
+                             (body p))))
+      (λ () (stop-process! mgr #:timeout 10))))))
+
+;; get : pool string -> http-response
+(define (get p path #:timeout [timeout 20]) (http-request (pool-port p) path #:timeout timeout))
+
+;; load! : pool #:threads #:seconds #:path -> (-> (listof (or/c natural string)))
+;; Starts `threads` clients that send GETs one after another for `seconds` (at most 3000
+;; each); the returned thunk waits for them and gives every outcome: a status, or the
+;; message of a failed exchange.
+(define (load! p #:threads [threads 4] #:seconds [seconds 3] #:path [path "/"])
+  (define deadline (+ (current-inexact-milliseconds) (* 1000 seconds)))
+  (define boxes (for/list ([_ (in-range threads)]) (box '())))
+  (define ths
+    (for/list ([b (in-list boxes)])
+      (thread
+       (λ ()
+         (let loop ([n 0])
+           (unless (or (> (current-inexact-milliseconds) deadline) (>= n 3000))
+             (set-box! b (cons (with-handlers ([exn:fail? exn-message])
+                                 (http-response-status (get p path #:timeout 15)))
+                               (unbox b)))
+             (loop (add1 n))))))))
+  (λ ()
+    (for ([t (in-list ths)])
+      (unless (sync/timeout (+ seconds 60) t) (error 'load! "a client did not finish")))
+    (append* (map unbox boxes))))
+
+(define (failures outcomes) (filter (λ (o) (not (eqv? o 200))) outcomes))
+
+;; body-of : http-response -> string
+(define (body-of r) (bytes->string/utf-8 (http-response-body r) #\?))
+
+;; answer-pid : http-response -> natural ; the pid in "VERSION PID"
+(define (answer-pid r) (string->number (cadr (string-split (body-of r)))))
+
+;; manager-exit : pool seconds -> (or/c natural #f) ; waits for the manager's exit status
+(define (manager-exit p secs)
+  (define sp (proc-subprocess (pool-manager p)))
+  (and (sync/timeout secs sp) (subprocess-status sp)))
+
+;; log-text : pool -> string ; the manager's stderr so far (workers log there too)
+(define (log-text p) (file->string (proc-stderr-file (pool-manager p))))
+
+(test-case "two workers serve; the status page parses as text, JSON, OpenMetrics and HTML"
+  (call-with-pool
+   '("--workers" "2")
+   (λ (p)
+     (define pids (for/list ([_ (in-range 40)]) (answer-pid (get p "/"))))
+     (check-true (andmap exact-positive-integer? pids))
+     (define json-r (get p "/status?json"))
+     (check-equal? (http-response-status json-r) 200)
+     (check-regexp-match #rx"application/json" (http-response-header json-r "content-type"))
+     (define b (bytes->jsexpr (http-response-body json-r)))
+     (define ws (hash-ref b 'workers))
+     (check-equal? (length ws) 2)
+     (check-equal? (length (remove-duplicates (map (λ (w) (hash-ref w 'pid)) ws))) 2 "two distinct pids")
+     (for ([w (in-list ws)])
+       (check-true (exact-positive-integer? (hash-ref w 'memory)) "memory of each worker")
+       (check-not-false (member (hash-ref w 'state) '("idle" "busy")))
+       (check-true (exact-nonnegative-integer? (hash-ref w 'requests))))
+     (for ([k '(accepted_connections active_workers idle_workers max_active_workers slow_requests restarts)])
+       (check-true (exact-nonnegative-integer? (hash-ref b k)) (format "~a" k)))
+     (check-equal? (hash-ref b 'listen_queue) (json-null) "unknown for a unix socket")
+     (check-equal? (hash-ref b 'pm) "static")
+     ;; the counters come from the workers' reports (every 0.1 s)
+     (wait-until 5 "40 requests counted"
+                 (λ () (>= (hash-ref (board p) 'requests) 40)))
+     (for ([pid (in-list (remove-duplicates pids))])
+       (check-not-false (member pid (map (λ (w) (hash-ref w 'pid)) ws)) "answers came from pool workers"))
+     (define text (body-of (get p "/status")))
+     (check-regexp-match #rx"(?m:^accepted connections: +[0-9]+$)" text)
+     (check-regexp-match #rx"(?m:^pid +state +gen +requests)" text)
+     (define om-r (get p "/status?openmetrics"))
+     (check-regexp-match #rx"application/openmetrics-text" (http-response-header om-r "content-type"))
+     (define om (string-split (body-of om-r) "\n"))
+     (check-equal? (last om) "# EOF")
+     (for ([line (in-list om)] #:unless (regexp-match? #rx"^# " line))
+       (check-regexp-match #px"^fastcgi_[a-z_]+\\{pool=\"app.rkt\"(,pid=\"[0-9]+\")?\\} [0-9.]+$" line))
+     (check-true (for/or ([l om]) (regexp-match? #rx"^fastcgi_requests_total" l)))
+     (define html (body-of (get p "/status?html")))
+     (define doc (string->xexpr (cadr (regexp-match #rx"(?s:<!DOCTYPE html>\n(.*))$" html))))
+     (check-equal? (car doc) 'html "the page is well-formed XHTML")
+     (check-regexp-match #rx"http-equiv=\"refresh\"" html)
+     (for ([w (in-list ws)]) (check-regexp-match (regexp (format "<td class=\"n\">~a</td>" (hash-ref w 'pid))) html)))))
+
+(test-case "SIGKILL of a worker under load: a new pid within a second; only its requests may fail"
+  (call-with-pool
+   '("--workers" "2")
+   (λ (p)
+     (define finish (load! p #:threads 4 #:seconds 4))
+     (sleep 1.5)
+     (define before (ready-pids p))
+     (define victim (car before))
+     (define killed-at (current-inexact-milliseconds))
+     (check-true (send-signal! victim SIGKILL))
+     (wait-until 1.0 "a new worker within a second"
+                 (λ () (for/or ([w (board-workers p)])
+                         (not (member (hash-ref w 'pid) before)))))
+     (define outcomes (finish))
+     (define failed (failures outcomes))
+     (printf "SIGKILL under load: ~a requests, ~a failed (at most 4 were in flight)\n"
+             (length outcomes) (length failed))
+     (check-true (> (length outcomes) 20) "the load ran")
+     (check-true (<= (length failed) 4) (format "failures ~s" failed))
+     (wait-until 10 "two workers again" (λ () (= 2 (length (ready-pids p)))))
+     (check-equal? (hash-ref (board p) 'restarts) 1)
+     (check-regexp-match (regexp (format "worker ~a exited unexpectedly \\(killed by SIGKILL\\)" victim)) (log-text p))
+     (check-equal? (http-response-status (get p "/")) 200))))
+
+(test-case "--max-requests 50: workers are replaced and no request fails"
+  (call-with-pool
+   '("--workers" "2" "--max-requests" "50")
+   (λ (p)
+     (define first-pids (ready-pids p))
+     (define finish (load! p #:threads 4 #:seconds 6))
+     (define outcomes (finish))
+     (printf "--max-requests 50: ~a requests, ~a failed, ~a recycled\n"
+             (length outcomes) (length (failures outcomes)) (hash-ref (board p) 'recycled))
+     (check-true (> (length outcomes) 150) (format "enough load: ~a" (length outcomes)))
+     (check-equal? (failures outcomes) '())
+     (check-true (>= (hash-ref (board p) 'recycled) 2))
+     (check-true (for/or ([pid (ready-pids p)]) (not (member pid first-pids))) "new workers")
+     (check-equal? (hash-ref (board p) 'restarts) 0 "recycling is not a crash"))))
+
+(test-case "SIGHUP under load: zero failed requests, and the new code answers afterwards"
+  (call-with-pool
+   '("--workers" "2")
+   (λ (p)
+     (check-regexp-match #rx"^v1 " (body-of (get p "/")))
+     (define finish (load! p #:threads 4 #:seconds 6))
+     (sleep 1)
+     (display-to-file (app-source "v2") (pool-app p) #:exists 'truncate)
+     (check-true (send-signal! (proc-pid (pool-manager p)) SIGHUP))
+     (wait-until 30 "reload done" (λ () (= 1 (hash-ref (board p) 'reloads 0))))
+     (define outcomes (finish))
+     (printf "SIGHUP under load: ~a requests, ~a failed\n" (length outcomes) (length (failures outcomes)))
+     (check-true (> (length outcomes) 50))
+     (check-equal? (failures outcomes) '())
+     (check-equal? (hash-ref (board p) 'generation) 2)
+     (check-true (andmap (λ (w) (= 2 (hash-ref w 'generation))) (board-workers p)) "old generation gone")
+     (for ([_ (in-range 10)]) (check-regexp-match #rx"^v2 " (body-of (get p "/")))))))
+
+(test-case "SIGTERM with slow requests in flight: they complete, exit 0, socket and pid file gone"
+  (call-with-pool
+   '("--workers" "2")
+   (λ (p)
+     (define results (for/list ([_ (in-range 3)])
+                       (let ([ch (make-channel)])
+                         (thread (λ () (channel-put ch (with-handlers ([exn:fail? exn-message])
+                                                         (http-response-status (get p "/slow/2000"))))))
+                         ch)))
+     (sleep 0.7)
+     (check-true (send-signal! (proc-pid (pool-manager p)) SIGTERM))
+     (for ([ch (in-list results)]) (check-equal? (sync/timeout 10 ch) 200))
+     (check-equal? (manager-exit p 15) 0)
+     (check-false (file-exists? (pool-sock p)) "socket file removed")
+     (check-false (file-exists? (pool-pid-file p)) "pid file removed"))))
+
+(test-case "--request-timeout: a handler that hangs gets the front a 503 in time; the next is served"
+  (call-with-pool
+   '("--workers" "1" "--request-timeout" "1")
+   #:ready 1
+   (λ (p)
+     (define t0 (current-inexact-milliseconds))
+     (define r (get p "/hang" #:timeout 15))
+     (define secs (/ (- (current-inexact-milliseconds) t0) 1000))
+     (check-equal? (http-response-status r) 503)
+     (check-true (< secs 8) (format "answered after ~a s" secs))
+     (check-equal? (http-response-status (get p "/")) 200))))
