@@ -27,7 +27,7 @@
          "transport.rkt")
 (provide run-manager)
 
-(define-runtime-path worker-module "worker.rkt")
+(define-runtime-path worker-module "worker-main.rkt")
 
 (define tick-seconds 0.25)
 (define crash-window-ms 10000.)   ; a worker that dies younger than this counts as a crash
@@ -310,6 +310,7 @@
                       'active (worker-active w)
                       'connections (worker-connections w)
                       'memory (or (worker-rss w) (json-null))
+                      'start_time (/ (round (worker-started-ms w)) 1000.)
                       'uptime (exact-floor (/ (- now (worker-started-ms w)) 1000))))))
 
   ;; handle-message! : (list natural string) -> void
@@ -318,7 +319,7 @@
     (define words (string-split line))
     (when (and w (pair? words))
       (case (first words)
-        [("ready") (ready! w)]
+        [("ready") (ready! w) (publish! (current-inexact-milliseconds))]
         [("stat")
          (define ns (map string->number (rest words)))
          (when (and (= 4 (length ns)) (andmap exact-nonnegative-integer? ns))
@@ -375,6 +376,8 @@
        (log-fastcgi-debug "a connection waits and no worker is idle: starting one")
        (unless (< (current-inexact-milliseconds) next-spawn-ms) (spawn! gen))]
       [(tick) (tick!)])
+    ;; a changed pool is published at once (the status shows a replaced worker at once)
+    (when (memq (first ev) '(exit reload stop pending)) (publish! (current-inexact-milliseconds)))
     (cond
       [(and stopping? (zero? (hash-count workers)))
        (log-fastcgi-info "stopped")

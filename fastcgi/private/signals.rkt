@@ -58,9 +58,19 @@
 (define (send-signal! pid sig)
   (zero? (c-kill pid sig)))
 
-;; process-alive? : natural -> boolean ; signal 0 checks existence (EPERM: exists, not ours)
+;; process-alive? : natural -> boolean
+;; Signal 0 checks existence (EPERM: exists, not ours); a zombie (exited, not yet reaped by
+;; its parent) counts as gone.
 (define (process-alive? pid)
-  (or (zero? (c-kill pid 0)) (= (saved-errno) EPERM)))
+  (and (or (zero? (c-kill pid 0)) (= (saved-errno) EPERM))
+       (not (zombie? pid))))
+
+;; zombie? : natural -> boolean ; state Z in /proc/PID/stat (after the parenthesised name)
+(define (zombie? pid)
+  (with-handlers ([exn:fail? (λ (e) #f)])
+    (define stat (call-with-input-file (format "/proc/~a/stat" pid) (λ (in) (read-string 512 in))))
+    (define m (regexp-match #rx"\\) ([A-Za-z])" stat))
+    (and m (equal? (cadr m) "Z"))))
 
 ;; make-sigset : (listof natural) -> bytes
 (define (make-sigset signals)

@@ -8,7 +8,7 @@
 ;; Signals: SIGTERM or SIGINT: stop accepting, finish in-flight requests (graceful timeout),
 ;; exit 0. SIGHUP: reopen the log files (the manager forwards its SIGUSR1 this way).
 ;; It also stops when the manager goes away (its socket closes, or the parent-death signal).
-;; Started as: racket -t worker.rkt -- CONFIG, CONFIG being a `write`n hash (see manager.rkt).
+;; Started through worker-main.rkt with its configuration, a `write`n hash (see manager.rkt).
 (require json
          racket/os
          racket/unix-socket
@@ -279,7 +279,3 @@
                   out)]
     [else
      (write-bytes #"Status: 503 Service Unavailable\r\nContent-Type: text/plain\r\n\r\nno status yet\n" out)]))
-
-(module+ main
-  (define args (current-command-line-arguments))
-  (run-worker (read (open-input-string (vector-ref args (sub1 (vector-length args)))))))
