@@ -33,7 +33,8 @@
          reset-peak-memory!
          sha1-hex
          pattern-bytes
-         write-pattern)
+         write-pattern
+         build-trampoline!)
 
 ;; require-program! : path-string string -> path
 ;; Fails loudly (never skips) when a front the tests need is not installed.
@@ -312,6 +313,25 @@
       (define end (min n (+ i 65536)))
       (write-bytes (pattern-bytes i end) out)
       (loop end))))
+
+;; ---------------------------------------------------------------------------------------
+;; The CGI trampoline (trampoline/).
+
+;; build-trampoline! : [#:bin path-string] [#:default-connect string] -> path
+;; Builds trampoline/fcgi-trampoline with its Makefile (a no-op when it is up to date), or a
+;; copy at bin with another compiled-in default target; fails loudly without make or gcc.
+(define (build-trampoline! #:bin [bin #f] #:default-connect [default-connect #f])
+  (define make (require-program! "/usr/bin/make" "make"))
+  (require-program! "/usr/bin/gcc" "gcc")
+  (define dir (simplify-path (build-path (variable-reference->module-source (#%variable-reference))
+                                         'up 'up 'up "trampoline")))
+  (define args (append (list "-s" "-C" (path->string dir))
+                       (if bin (list (format "BIN=~a" bin)) '())
+                       (if default-connect (list (format "DEFAULT_CONNECT=~a" default-connect)) '())))
+  (define-values (code out err) (run-program make args #:timeout 60))
+  (unless (zero? code)
+    (error 'integration "building the trampoline failed:\n~a~a" out err))
+  (if bin (string->path bin) (build-path dir "fcgi-trampoline")))
 
 (module+ test
   (require rackunit)
