@@ -5,9 +5,9 @@ RACO   ?= raco
 RACKET ?= racket
 PORT   ?= 8080
 SUDO   := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
-APT_PACKAGES := nginx libfcgi-bin php8.2-fpm curl
+APT_PACKAGES := nginx libfcgi-bin php8.2-fpm curl apache2 libapache2-mod-fcgid gcc make lighttpd haproxy iproute2
 
-.PHONY: run install racket-deps test-deps test docs clean
+.PHONY: run install racket-deps test-deps test docs clean fuzz
 
 run: install
 	$(RACO) fastcgi dev --port $(PORT) examples/hello.rkt
@@ -25,7 +25,7 @@ install: racket-deps
 	@if $(RACO) pkg show -l fastcgi 2>/dev/null | grep -qF '(link "$(CURDIR)/fastcgi/")'; then :; else \
 	  if $(RACO) pkg show -l fastcgi 2>/dev/null | grep -q '^ *fastcgi '; then $(RACO) pkg remove --force fastcgi; fi; \
 	  $(RACO) pkg install --batch --deps fail --no-docs --link --name fastcgi "$(CURDIR)/fastcgi"; fi
-	$(RACO) make -v fastcgi/private/raco.rkt fastcgi/main.rkt fastcgi/client.rkt
+	$(RACO) make -v fastcgi/private/raco.rkt fastcgi/private/dev.rkt fastcgi/private/worker-main.rkt fastcgi/private/worker.rkt fastcgi/main.rkt fastcgi/client.rkt
 
 test-deps:
 	@missing=""; for p in $(APT_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
@@ -33,12 +33,49 @@ test-deps:
 	  $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq $$missing; fi
 
 test: install test-deps docs
-	$(RACO) make -v tests/*.rkt tests/integration/*.rkt
+	$(RACO) make -v tests/*.rkt tests/integration/*.rkt tests/fuzz/*.rkt
 	@set -o pipefail; $(RACO) test --timeout 600 tests 2>&1 | tee test-output.log; status=$$?; \
 	passed=$$(grep -Eo '^[0-9]+ tests? passed' test-output.log | grep -Eo '^[0-9]+' || echo 0); \
 	failed=$$(grep -Eo '^[0-9]+/[0-9]+ test failures' test-output.log | grep -Eo '^[0-9]+' || echo 0); \
 	if [ "$$failed" != 0 ]; then total=$$(grep -Eo '^[0-9]+/[0-9]+ test failures' test-output.log | grep -Eo '/[0-9]+' | tr -d /); passed=$$((total - failed)); fi; \
 	echo "$$passed passed, $$failed failed"; exit $$status
+
+# The fuzzer (tests/fuzz/fuzz.rkt) for FUZZ_SECONDS (default 60), seed FUZZ_SEED (default:
+# the time); the inputs of a failing batch are saved under tests/fuzz/crashes/, which
+# make test replays.
+FUZZ_SECONDS ?= 60
+fuzz: install
+	$(RACO) make -v tests/fuzz/fuzz.rkt
+	$(RACKET) tests/fuzz/fuzz.rkt --seconds $(FUZZ_SECONDS) $(if $(FUZZ_SEED),--seed $(FUZZ_SEED))
+
+# The side-by-side benchmark (bench/README.md): `make bench` runs every scenario (about 15
+# minutes; run it on a quiet machine), `make bench-quick` the hello-world rows (under 2
+# minutes); both write bench/RESULTS.md and bench/results.png. `make bench-profile` writes
+# bench/PROFILE.md (system calls per request, Racket's sampler). BENCH_DURATION,
+# BENCH_WARMUP and BENCH_ONLY tune a run.
+BENCH_APT_PACKAGES := nginx php8.2-fpm curl wrk haproxy golang-go gcc strace
+BENCH_SOURCES := bench/run.rkt bench/profile.rkt bench/naive.rkt bench/web-server-hello.rkt \
+  bench/hold-conns.rkt bench/apps/bench-raw.rkt examples/hello.rkt examples/hello-raw.rkt
+.PHONY: bench bench-quick bench-profile bench-deps
+bench-deps: install
+	@missing=""; for p in $(BENCH_APT_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	if [ -n "$$missing" ]; then echo "installing:$$missing"; \
+	  $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq $$missing; fi
+	$(RACO) make -v $(BENCH_SOURCES)
+bench: bench-deps
+	$(RACKET) bench/run.rkt
+bench-quick: bench-deps
+	$(RACKET) bench/run.rkt --quick
+bench-profile: bench-deps
+	$(RACKET) bench/profile.rkt
+
+# The CGI trampoline against libfcgi's cgi-fcgi and a Racket CGI script under Apache
+# mod_cgi (about a minute); writes bench/trampoline-results.md.
+.PHONY: bench-trampoline
+bench-trampoline: install test-deps
+	$(MAKE) -C trampoline
+	$(RACO) make -v bench/trampoline-bench.rkt
+	$(RACKET) bench/trampoline-bench.rkt
 
 docs: install
 	$(RACO) scribble --html --dest doc +m fastcgi/scribblings/fastcgi.scrbl

@@ -12,9 +12,9 @@
    max-body                ; STDIN bytes of one request (and CONTENT_LENGTH) -> 413
    max-requests-per-connection ; live requests on one connection     -> END_REQUEST OVERLOADED
    max-concurrent          ; handlers running in this process            -> 503
-   max-connections         ; open connections in this process        -> not accepted until one ends
+   max-connections         ; open connections in this process        -> 64 more get 503, then the backlog
    stdin-buffer            ; bytes of body queued for one handler not yet read
-   first-byte-timeout      ; seconds from accept to the first byte       -> close
+   first-byte-timeout      ; seconds from accept to the first whole record -> close
    idle-timeout            ; seconds between requests on a kept connection -> close
    read-timeout            ; seconds without progress while a request's input is incomplete -> close
    write-timeout           ; seconds one write may block (peer not reading) -> close, abort its requests

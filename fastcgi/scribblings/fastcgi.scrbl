@@ -904,14 +904,18 @@ not run.
        @elem{503: a request whose params complete while this many handlers run in the
              process. Reported as @wire{FCGI_MAX_REQS}.})
   (row @racket[#:max-connections] @elem{1024}
-       @elem{No further connection is accepted until one ends; new ones wait in the
-             listen backlog. Reported as @wire{FCGI_MAX_CONNS}.})
+       @elem{Up to 64 connections more are accepted at a time only to be refused: the
+             first @wire{BEGIN_REQUEST} on each is answered 503 with @wire{END_REQUEST}
+             at once, then the connection is closed (other records on it are skipped;
+             the exchange is bounded by @racket[#:first-byte-timeout] plus
+             @racket[#:drain-timeout]). Past those, new connections wait in the listen
+             backlog. Reported as @wire{FCGI_MAX_CONNS}.})
   (row @racket[#:stdin-buffer] @elem{256 KiB}
        @elem{Body bytes queued for one handler and not yet read. What happens when it is
              full is the flow rule (@secref["flow"]).})
   (row @racket[#:first-byte-timeout] @elem{10 s}
-       @elem{The connection is closed when no byte arrives within this time after it is
-             accepted.})
+       @elem{The connection is closed when its first whole record has not arrived within
+             this time after it is accepted (bytes trickling in do not extend it).})
   (row @racket[#:idle-timeout] @elem{120 s}
        @elem{A connection with no live request is closed after this long without a new
              one.})
@@ -1076,4 +1080,10 @@ does not apply. A servlet sees it only as a @tt{Proxy} header.
 @bold{Repeated params.} A front can send the same param name twice.
 @racket[fastcgi-param], and the server's own checks of @wire{CONTENT_LENGTH}, use the
 first value. @racket[fastcgi-request-params] and the headers of the servlet's
-@racket[request] keep both, in order.
+@racket[request] keep both, in order. This is also what happens to one header sent
+under two spellings: @tt{X-Forwarded-For} and @tt{X_Forwarded-For} both reach the
+application as @wire{HTTP_X_FORWARDED_FOR} (a front that keeps the hyphen sends
+@wire{HTTP_X_FORWARDED-FOR}, which the servlet adapter also names
+@tt{X-Forwarded-For}), so the servlet sees two @tt{X-Forwarded-For} headers in the order
+the front sent them and @racket[headers-assq*] returns the first. An application that
+trusts such a header should take it only from a front that sets it itself.

@@ -1,0 +1,3 @@
+module fastcgi-bench/go-fcgi
+
+go 1.19
