@@ -32,7 +32,7 @@
      (case cmd
        [("serve") (handle-serve (app-last rest))]
        [("dev") ((dynamic-require dev-module 'handle-dev) (app-last rest))]
-       [("request") (request-command rest)]
+       [("request") (request-command (positionals-last rest))]
        [("ctl") (ctl-command (app-last rest))]
        [("help" "--help" "-h") (usage (current-output-port))]
        [else (eprintf "raco fastcgi: unknown command ~s\n" cmd) (usage (current-error-port)) (exit 2)])]))
@@ -48,6 +48,14 @@
       (for/vector ([i (in-range (vector-length argv))])
         (vector-ref argv (modulo (add1 i) (vector-length argv))))
       argv))
+
+;; positionals-last : (vectorof string) -> (vectorof string)
+;; `request ADDR URI --repeat 5` reads as `request --repeat 5 ADDR URI`: the arguments
+;; before the first flag move to the end.
+(define (positionals-last argv)
+  (define args (vector->list argv))
+  (define-values (lead rest) (splitf-at args (λ (a) (not (regexp-match? #rx"^-" a)))))
+  (if (or (null? lead) (null? rest)) argv (list->vector (append rest lead))))
 
 ;; vector-copy-rest : vector -> vector
 (define (vector-copy-rest v) (for/vector ([x (in-vector v 1)]) x))
@@ -167,7 +175,7 @@
       (limit! 'max-connections (count-arg "--max-connections" n))]
      [("--max-requests-per-connection") n "Most live requests on one connection (default 100): OVERLOADED past it"
       (limit! 'max-requests-per-connection (count-arg "--max-requests-per-connection" n))]
-     [("--first-byte-timeout") secs "Seconds from accept to the first byte (default 10)"
+     [("--first-byte-timeout") secs "Seconds from accept to the first whole record (default 10)"
       (limit! 'first-byte-timeout (seconds-arg "--first-byte-timeout" secs))]
      [("--keepalive-timeout") secs "Seconds a kept connection may idle between requests (default 120)"
       (limit! 'idle-timeout (seconds-arg "--keepalive-timeout" secs))]

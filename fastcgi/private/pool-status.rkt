@@ -68,7 +68,8 @@
     (slow_requests "slow requests" slow_requests counter "Requests that ran past the slow threshold")
     (restarts "restarts" restarts counter "Workers started again after an unexpected exit")
     (recycled "recycled" recycled counter "Workers replaced after max-requests, max-memory or a stuck handler")
-    (reloads "reloads" reloads counter "Reloads (SIGHUP) completed")))
+    (reloads "reloads" reloads counter "Reloads (SIGHUP) completed")
+    (reload_failures "reload failures" reload_failures counter "Reloads abandoned because the new generation did not start")))
 
 ;; The per-worker columns: key, label.
 (define worker-columns

@@ -1,5 +1,6 @@
 #lang scribble/manual
-@(require scribble/core
+@(require racket/runtime-path
+          scribble/core
           (for-label racket/base
                      racket/contract
                      web-server/http
@@ -11,6 +12,7 @@
                      fastcgi
                      fastcgi/client))
 
+@(define-runtime-path status-png "status-html.png")
 @(define (wire . s) (apply tt s))
 @(define (octal s) (racketvalfont s))
 @(define (nonterm s) (tt "<" s ">"))
@@ -262,28 +264,28 @@ lists a command's options.
 
 @commandline{raco fastcgi serve [@italic{option} ...] @italic{app-file}}
 
-Loads @italic{app-file} (@secref["apps"]) and serves it as a FastCGI application in this
-process until it receives SIGINT, SIGTERM or SIGHUP. It then stops gracefully: it stops
-accepting connections, lets the requests in flight finish for up to
-@DFlag{graceful-timeout} seconds (requests that arrive in the meantime are answered 503),
-removes its unix socket file, and exits with status 0. The app file may also come before
-the options: @exec{raco fastcgi serve app.rkt --listen unix:/tmp/app.sock} works.
+Serves @italic{app-file} (@secref["apps"]) as a FastCGI application. By default it runs
+a @deftech{manager}: a process that opens the listening socket, starts worker processes
+that each load the app and accept connections on that one socket, and keeps the pool
+running (@secref["manager"]). The default pool is @DFlag{pm} @tt{static} with one worker
+per core; the first log line says what was chosen, for example
+@tt{listening on unix:/run/app.sock (manager of /srv/app.rkt; pm static, 2 workers)}.
+With @DFlag{single-process} the app is served in this one process instead, with no
+manager.
 
-Log lines of the @racket[fastcgi-logger] at @DFlag{log-level} and above are printed to
-the standard error port (@secref["logging"]).
+The app file may also come before the options: @exec{raco fastcgi serve app.rkt --listen
+unix:/tmp/app.sock} works. Log lines are printed to the standard error port
+(@secref["logging"]); each line of a manager or worker carries its pid in brackets.
 
-The options (their descriptions as @DFlag{help} prints them, then notes):
+The options, grouped and described as @DFlag{help} prints them, then notes:
 
+@bold{Listening socket}
 @itemlist[
  @item{@DFlag{listen} @nonterm{addr} or @Flag{l} @nonterm{addr} ---
        ``Address to listen on: unix:/path, HOST:PORT, [::1]:PORT or fd:0. Default: fd 0
        when it is a listening socket (spawned by the web server), else systemd socket
        activation (LISTEN_FDS), else an error.''
        The address forms are described in @secref["addresses"].}
- @item{@DFlag{allowed-clients} @nonterm{list} ---
-       ``Comma-separated IPv4/IPv6 addresses or CIDR blocks allowed to connect over TCP
-       (default: $FCGI_WEB_SERVER_ADDRS, else everyone). A list that parses to nothing
-       denies everyone.'' See @secref["security"].}
  @item{@DFlag{socket-mode} @nonterm{octal} ---
        ``Mode of a unix socket file (default 0660)''}
  @item{@DFlag{socket-owner} @nonterm{user} ---
@@ -294,8 +296,60 @@ The options (their descriptions as @DFlag{help} prints them, then notes):
        A value made only of digits, such as @tt{33}, is a numeric uid or gid; any other
        value is looked up as a user or group name.}
  @item{@DFlag{backlog} @nonterm{n} --- ``Listen backlog (default 1024)''}
+ @item{@DFlag{allowed-clients} @nonterm{list} ---
+       ``Comma-separated IPv4/IPv6 addresses or CIDR blocks allowed to connect over TCP
+       (default: $FCGI_WEB_SERVER_ADDRS, else everyone). A list that parses to nothing
+       denies everyone.'' See @secref["security"].}
+]
+
+@bold{Worker processes (the manager)} --- see @secref["manager"]
+@itemlist[
+ @item{@DFlag{workers} @nonterm{n} or @Flag{w} @nonterm{n} ---
+       ``Worker processes for --pm static; for dynamic and ondemand, the default of
+       --max-spare and half the default of --max-workers (default: the core count)''}
+ @item{@DFlag{pm} @nonterm{kind} --- ``static (default), dynamic or ondemand''}
+ @item{@DFlag{min-spare} @nonterm{n} --- ``dynamic: fewest idle workers (default 1)''}
+ @item{@DFlag{max-spare} @nonterm{n} --- ``dynamic: most idle workers (default --workers)''}
+ @item{@DFlag{max-workers} @nonterm{n} ---
+       ``dynamic, ondemand: most workers (default 2 x --workers)''}
+ @item{@DFlag{idle-timeout} @nonterm{secs} ---
+       ``ondemand: seconds before an idle worker stops (default 10)''}
+ @item{@DFlag{max-requests} @nonterm{n} ---
+       ``Replace a worker after it answered N requests (default: never)''}
+ @item{@DFlag{max-memory} @nonterm{size} ---
+       ``Replace a worker whose resident memory passes SIZE, e.g. 512m (default: never)''}
  @item{@DFlag{graceful-timeout} @nonterm{secs} ---
-       ``Seconds to finish in-flight requests on stop (default 30)''}
+       ``Seconds to finish in-flight requests on stop and reload (default 30)''}
+ @item{@DFlag{start-timeout} @nonterm{secs} ---
+       ``Seconds a new worker may take to load the app (default 60)''}
+ @item{@DFlag{pid-file} @nonterm{file} ---
+       ``Write the manager's pid here (and the status to FILE.status.json)''}
+ @item{@DFlag{single-process} ---
+       ``No manager: serve in this one process (the pm options do not apply)''
+       @linebreak[]
+       The access log, slow log, status and ping paths work in this mode too (the status
+       then shows the one process). SIGHUP reopens the log files here; there is no
+       reload.}
+]
+
+@bold{Status and logs} --- see @secref["status"] and @secref["logs"]
+@itemlist[
+ @item{@DFlag{status-path} @nonterm{path} ---
+       ``Answer the pool's status at this path, e.g. /status (?json ?openmetrics ?html)''}
+ @item{@DFlag{ping-path} @nonterm{path} --- ``Answer "pong" at this path, e.g. /ping''}
+ @item{@DFlag{access-log} @nonterm{file} ---
+       ``One line per request to FILE, or - for stdout (default: none)''}
+ @item{@DFlag{slow-log} @nonterm{file} ---
+       ``Requests running past --slow-threshold, with their stack, to FILE''}
+ @item{@DFlag{slow-threshold} @nonterm{secs} ---
+       ``Seconds after which a request is slow (default 5)''}
+ @item{@DFlag{log-level} @nonterm{level} ---
+       ``Log level on stderr: error, warning, info (default), debug''
+       (@tt{fatal} is accepted too).}
+]
+
+@bold{Limits (per worker)} --- see @secref["limits"]
+@itemlist[
  @item{@DFlag{max-body} @nonterm{size} ---
        ``Largest request body (default 64m): 413 past it''}
  @item{@DFlag{max-params-bytes} @nonterm{size} ---
@@ -308,9 +362,10 @@ The options (their descriptions as @DFlag{help} prints them, then notes):
  @item{@DFlag{max-requests-per-connection} @nonterm{n} ---
        ``Most live requests on one connection (default 100): OVERLOADED past it''}
  @item{@DFlag{first-byte-timeout} @nonterm{secs} ---
-       ``Seconds from accept to the first byte (default 10)''}
- @item{@DFlag{idle-timeout} @nonterm{secs} ---
-       ``Seconds a kept connection may idle between requests (default 120)''}
+       ``Seconds from accept to the first whole record (default 10)''}
+ @item{@DFlag{keepalive-timeout} @nonterm{secs} ---
+       ``Seconds a kept connection may idle between requests (default 120)''
+       (the @racket[#:idle-timeout] limit).}
  @item{@DFlag{read-timeout} @nonterm{secs} ---
        ``Seconds without progress while a request's input is incomplete (default 30)''}
  @item{@DFlag{write-timeout} @nonterm{secs} ---
@@ -318,16 +373,14 @@ The options (their descriptions as @DFlag{help} prints them, then notes):
  @item{@DFlag{request-timeout} @nonterm{secs} ---
        ``Seconds a handler may run before it is stopped and the front gets 503 (default:
        no limit)''}
- @item{@DFlag{log-level} @nonterm{level} ---
-       ``Log level on stderr: error, warning, info (access lines; default), debug''
-       (@tt{fatal} is accepted too).}
 ]
 
 A @nonterm{size} is a number of bytes, optionally followed by @tt{k}, @tt{m} or @tt{g}
 (either case) for KiB, MiB or GiB: @tt{512k}, @tt{64m}. A @nonterm{secs} is a positive
 number, and @nonterm{n} a positive integer. The limit options set the fields of the same
-name described in @secref["limits"]; @racket[#:stdin-buffer] and
-@racket[#:drain-timeout] keep their defaults under @exec{raco fastcgi serve}.
+name described in @secref["limits"] in every worker; @racket[#:stdin-buffer] and
+@racket[#:drain-timeout] keep their defaults under @exec{raco fastcgi serve}. A bad value
+stops the command with one error line before any worker starts.
 
 @subsection[#:tag "dev"]{@exec{raco fastcgi dev}}
 
@@ -423,6 +476,187 @@ refused connection or no reply within the timeout, reported in one line on the s
 error port.
 
 @; ---------------------------------------------------------------------------------------
+@section[#:tag "manager"]{The manager: worker processes}
+
+Racket's threads are green: one process uses one core. @exec{raco fastcgi serve} therefore
+runs a manager process and several @deftech{worker} processes, as php-fpm does:
+
+@itemlist[
+ @item{The manager opens the listening socket (or takes the one it inherited, @secref["spawned"])
+       and starts each worker with that socket as its standard input, fd 0, which is the
+       FastCGI convention. Every worker accepts connections there; the kernel hands each
+       connection to one of them. The manager never closes the socket while it runs, so
+       no connection is refused while workers come and go.}
+ @item{The manager never parses FastCGI and never loads the application; a worker does
+       both. A broken or crashing app cannot take the manager down.}
+ @item{Each worker reports to the manager over a unix socket in a private folder (mode
+       @octal{0700}): that it is ready, then its counters (requests answered, requests
+       in flight, connections accepted, slow requests) every 0.1 s while they change.
+       The manager reads each worker's resident memory from @filepath{/proc} once a second.}
+ @item{A worker stops when the manager goes away: it gets SIGTERM from the kernel when its
+       parent dies (@tt{PR_SET_PDEATHSIG}), and it also stops when the report socket closes.}
+]
+
+@subsection[#:tag "pm"]{Process managers}
+
+@itemlist[
+ @item{@DFlag{pm} @tt{static} (the default): always @DFlag{workers} processes (default:
+       the number of cores).}
+ @item{@DFlag{pm} @tt{dynamic}: starts @DFlag{min-spare} workers, and starts more when
+       fewer than @DFlag{min-spare} are idle (an idle worker has no request in flight),
+       up to @DFlag{max-workers} in all; when more than @DFlag{max-spare} are idle, it
+       stops the one idle longest, at most four a second. Each time it wants a worker
+       past @DFlag{max-workers}, the status counts it under @tt{max workers reached}.}
+ @item{@DFlag{pm} @tt{ondemand}: starts with no worker. The manager watches the listening
+       socket; when a connection waits and no worker is idle or starting, it starts one,
+       up to @DFlag{max-workers}. A worker idle for @DFlag{idle-timeout} seconds is
+       stopped.}
+]
+
+Workers are stopped gracefully (SIGTERM): a worker stops accepting, finishes the requests
+it holds for up to @DFlag{graceful-timeout} seconds, closes its idle kept connections, and
+exits; the manager kills it (SIGKILL) 2 seconds after that bound. A request that arrives
+on one of its open connections while it drains is still answered, and the connection is
+closed after it; a new request on a connection that already has another in flight
+(HAProxy's multiplexing) is answered 503.
+
+@subsection[#:tag "recycle"]{Replacing workers}
+
+@itemlist[
+ @item{@bold{A worker that dies} (a crash, SIGKILL, the out-of-memory killer) is replaced
+       at once; the requests it held are lost with it, and no other. A worker that dies
+       less than 10 seconds after it started, or before it was ready, counts as a crash:
+       from the second crash in a row the manager waits before the next start, 0.1 s and
+       then twice as long each time, up to 30 s, and logs an error line with the pause
+       (@tt{next start in 0.4 s}). A worker that lived longer resets the count.}
+ @item{@bold{Recycling}: a worker that has answered @DFlag{max-requests} requests, or
+       whose resident memory passes @DFlag{max-memory}, is replaced gracefully: the
+       manager starts a fresh worker first, and only when that one is ready does the old
+       one drain and exit. The old worker goes on serving meanwhile, so the limits are
+       soft by the time a new worker takes to load the app.}
+ @item{@bold{A worker that does not load} within @DFlag{start-timeout} seconds is killed
+       (and counts as a crash).}
+ @item{@bold{A handler that hangs}: with @DFlag{request-timeout}, the handler's thread
+       gets a break, the front gets 503, and the worker goes on (@secref["limits"]).}
+]
+
+@subsection[#:tag "signals"]{Signals and reload}
+
+@itemlist[
+ @item{@bold{SIGTERM} or @bold{SIGINT} to the manager: it closes its listening socket
+       (removing the unix socket file), every worker drains as above, and the manager
+       exits with status 0 once they are gone, removing its pid file. A second SIGINT
+       (Ctrl-C twice) kills the workers at once.}
+ @item{@bold{SIGHUP}: a zero-downtime reload. The manager starts a new generation of
+       workers, which load the app file afresh (so code changes take effect); when every
+       one of them is ready, the old generation drains and exits. The listening socket
+       stays open throughout. If a new worker dies before it is ready (the new code does
+       not load), the reload fails: the new generation is stopped, the old one goes on
+       serving, and the status counts @tt{reload failures}.}
+ @item{@bold{SIGUSR1}: reopen the log files (for logrotate). The manager passes it on to
+       every worker as SIGHUP, which workers take as ``reopen your log files''.}
+]
+
+Racket 8.7 turns SIGINT, SIGTERM and SIGHUP into breaks of the main thread, but has no
+way to catch SIGUSR1, whose default action ends the process. The manager catches it
+through the FFI: before it starts any other OS thread, it blocks SIGUSR1 in its signal
+mask with @tt{sigprocmask} (threads created later inherit the mask) and reads the signal
+from a @tt{signalfd}, which a green thread waits on like any file descriptor. Workers
+unblock it again, so an app's child processes see the usual signal mask.
+
+For scripts and systemd units, @exec{raco fastcgi ctl} does the same by pid file:
+
+@commandline{raco fastcgi ctl status|reload|stop --pid-file FILE [--timeout SECS] [--json]}
+
+@itemlist[
+ @item{@exec{status} prints the pool's status (text, or JSON with @DFlag{json}) from
+       @filepath{FILE.status.json}, which the manager rewrites while anything changes
+       (and at least once a second).}
+ @item{@exec{reload} sends SIGHUP and waits until the new generation serves (exit status
+       0) or the reload failed (exit status 1, with the reason on stderr).}
+ @item{@exec{stop} sends SIGTERM and waits until the manager has exited (status 0), or
+       @DFlag{timeout} seconds (default 60; status 1).}
+]
+
+The @filepath{deploy/systemd} folder of the repository holds a service unit that uses
+them, and a socket-activation example (a @tt{.socket} unit whose socket the manager
+receives as fd 3 and hands to its workers).
+
+@subsection[#:tag "spawned"]{Spawned by the web server}
+
+lighttpd (@tt{bin-path}) and Apache's @tt{mod_fcgid} can start the application
+themselves, with a listening unix socket as its fd 0. @exec{raco fastcgi serve app.rkt},
+given no @DFlag{listen}, finds that socket, and the manager runs its pool on it with the
+same options as anywhere else; the status shows @tt{listen: fd:0}. When the web server
+stops it (SIGTERM), the manager stops its workers and exits. Such a server often runs
+several copies itself (lighttpd's @tt{max-procs}), so @DFlag{workers} @tt{1} (or
+@DFlag{single-process}) may suit it better than the default.
+
+@subsection[#:tag "status"]{Status and ping}
+
+With @DFlag{status-path} @tt{/status}, a request whose path (the @wire{REQUEST_URI} up
+to any @litchar{?}, or @wire{SCRIPT_NAME} when there is no @wire{REQUEST_URI}) is
+@tt{/status} is answered by the worker that receives it, from the manager's status file,
+and never reaches the app. The query string picks the format: nothing (text),
+@tt{?json}, @tt{?openmetrics} (Prometheus and OpenMetrics text, content type
+@tt{application/openmetrics-text; version=1.0.0}), or @tt{?html} (a page that refreshes
+itself every 2 seconds). With @DFlag{ping-path} @tt{/ping}, that path answers
+@tt{pong}. Expose both only to the people who should see them (in nginx, a
+@tt{location = /status} with @tt{allow}/@tt{deny}).
+
+The JSON object has these fields (the text and HTML formats show the same):
+@tt{pool} (the app file's name), @tt{pm}, @tt{listen}, @tt{master_pid},
+@tt{start_time} (Unix seconds), @tt{uptime} (seconds), @tt{generation} (1, plus one per
+reload), @tt{accepted_connections}, @tt{requests}, @tt{listen_queue} (connections waiting
+in the accept queue: TCP only, read from @filepath{/proc/net/tcp}; @tt{null} for a unix
+socket), @tt{active_workers} (with a request in flight), @tt{idle_workers},
+@tt{total_workers} (starting and draining included), @tt{max_active_workers} (since
+start, sampled 4 times a second), @tt{max_workers_reached}, @tt{slow_requests},
+@tt{restarts} (workers started again after an unexpected exit), @tt{recycled},
+@tt{reloads}, @tt{reload_failures}, and @tt{workers}: one object per worker process with
+@tt{pid}, @tt{state} (@tt{starting}, @tt{idle}, @tt{busy} or @tt{draining}),
+@tt{generation}, @tt{requests}, @tt{active}, @tt{connections}, @tt{memory} (resident
+bytes), @tt{start_time} and @tt{uptime}. A worker's counters are as fresh as its last
+report (0.1 s).
+
+@(image status-png #:scale 0.6)
+
+The HTML page of a pool of two, as headless Chromium renders it.
+
+@subsection[#:tag "logs"]{Access and slow logs}
+
+@DFlag{access-log} @nonterm{file} writes one line per answered request (including those
+answered 413, 431, 503 and so on before a handler ran):
+
+@verbatim|{TIME CLIENT "METHOD URI" STATUS BYTES DURATION PID
+2026-11-20T23:07:39.691Z 127.0.0.1 "GET /a?b=1" 200 58 0.84 12345}|
+
+@tt{TIME} is the UTC time the request ended, with milliseconds; @tt{CLIENT} the
+@wire{REMOTE_ADDR} param (the front's own address when the param is absent); @tt{METHOD}
+and @tt{URI} the @wire{REQUEST_METHOD} and @wire{REQUEST_URI} params; @tt{STATUS} the
+status of the answer (from its @tt{Status:} header, 200 when it has none, @tt{-} when
+the request ended before any output); @tt{BYTES} the bytes written on STDOUT, CGI headers
+included; @tt{DURATION} milliseconds from @wire{BEGIN_REQUEST} to the end, with two
+decimals; @tt{PID} the worker's. A missing value is @tt{-}. Every byte outside printable
+ASCII, the backslash and the double quote are written as @litchar{\x} and two hex
+digits, so a line is one line and its quoted field cannot be closed early.
+
+All workers append to the same file (opened with @tt{O_APPEND}); each writes whole lines
+only, gathered for at most 0.2 s, so lines never interleave but may be out of time order
+by that much. @tt{-} writes to standard output.
+
+@DFlag{slow-log} @nonterm{file} records every request whose handler has run longer than
+@DFlag{slow-threshold} seconds (default 5), once, while it still runs, with the handler
+thread's stack at that moment:
+
+@verbatim|{2026-11-20T23:20:01.500Z pid 12345 request 1 from unix "GET /report" running for 5.2 s (threshold 5 s)
+    loop at /srv/app.rkt:42
+    ...}|
+
+Errors and events go to standard error (@secref["logging"]); SIGUSR1 reopens the access
+and slow logs.
+
+@; ---------------------------------------------------------------------------------------
 @section[#:tag "api"]{The library API}
 
 @defmodule[fastcgi]
@@ -472,9 +706,11 @@ returns, with the address the server accepts connections on, for example
 The stop procedure, called as @racket[(stop)] or @racket[(stop #:timeout secs)] (default
 30), stops gracefully: it closes the listening socket (and removes the unix socket file
 when it is still the one the server created), closes idle connections, and waits until
-the connections still serving requests end, for at most @racket[secs] seconds. Requests
-whose params complete while the server is stopping are answered 503, and a connection is
-closed when its last request ends. Connections still open when the time is up are cut;
+the connections still serving requests end, for at most @racket[secs] seconds. A request
+whose params complete while the server is stopping is served when nothing else is live
+on its connection (a front such as nginx may have sent it on a kept connection just as
+the stop began), and answered 503 when another request is live there (a multiplexing
+front); a connection is closed when its last request ends. Connections still open when the time is up are cut;
 their requests are aborted (@racket[fastcgi-request-abort-evt]), but handler threads are
 not killed. Calling the stop procedure again does nothing.
 
@@ -658,17 +894,10 @@ The logger, with topic @racket['fastcgi], to which the server reports. Its paren
 logger that was current when the library was instantiated. Log lines are:
 
 @itemlist[
- @item{at level @racket['info]: the listening address, start and stop, and one
-       @deftech{access line} per request whose handler ran, written when the handler
-       ends:
-       @verbatim|{access PEER METHOD URI STATUS BYTES DURATIONms}|
-       where @tt{PEER} is @racket[fastcgi-request-peer], @tt{METHOD} and @tt{URI} are the
-       @wire{REQUEST_METHOD} and @wire{REQUEST_URI} params (@tt{-} when absent),
-       @tt{STATUS} is the status of the servlet's response or of a status page sent for
-       the request (@tt{-} when neither, as for a raw handler's own output), @tt{BYTES}
-       is the number of bytes the handler wrote to the stdout port, CGI headers included,
-       and @tt{DURATION} is the time from @wire{BEGIN_REQUEST} to the handler's end,
-       rounded to a millisecond;}
+ @item{at level @racket['info]: the listening address, start and stop, and the
+       manager's events (workers started, ready, stopped, recycled; reloads). Requests
+       are not logged here: @exec{raco fastcgi serve} writes them to its access log
+       (@secref["logs"]);}
  @item{at level @racket['warning]: requests answered before their handler ran (431, 413,
        400, 503, @wire{FCGI_OVERLOADED}, @wire{FCGI_UNKNOWN_ROLE}), requests ended by the
        flow rule or the request timeout, protocol errors, timeouts that close a
@@ -684,14 +913,15 @@ backslash, is written as @litchar{\x} followed by two lowercase hexadecimal digi
 log line is therefore always a single line of ASCII.
 
 @exec{raco fastcgi serve} and @exec{raco fastcgi dev} print log lines to the standard
-error port, one per line: the UTC time, the level, and the message, to which Racket adds
-the topic as a prefix (@litchar{fastcgi: }). The topic @racket['fastcgi] is printed at
-the level of @DFlag{log-level}; every other topic (the application's own loggers) at
+error port, one per line: the UTC time, the level, the pid of the process in brackets
+(manager and workers share the port), and the message, to which Racket adds the topic as
+a prefix (@litchar{fastcgi: }). The topic @racket['fastcgi] is printed at the level of
+@DFlag{log-level}; every other topic (the application's own loggers) at
 @racket['warning] and above. Each event is printed once: the commands load the server
 and the application under a logger of their own, so Racket's default standard-error
 receiver does not print it a second time. For example:
 
-@verbatim|{2026-11-20T22:41:35 info fastcgi: access unix GET /a?b=1 200 58 0ms}|
+@verbatim|{2026-11-20T23:08:06 warning [1571] fastcgi: worker 1573 exited unexpectedly (killed by SIGKILL) after 5.9 s}|
 
 A program that calls @racket[serve/fastcgi] itself receives the lines with a log
 receiver:
