@@ -36,6 +36,7 @@
    "    [(regexp-match #rx\"^/slow/([0-9]+)\" uri)\n"
    "     => (λ (m) (sleep (/ (string->number (cadr m)) 1000)) (answer (format \"slow ~a ~a\\n\" version (getpid))))]\n"
    "    [(equal? uri \"/hang\") (let loop () (sleep 1) (loop))]\n"
+   "    [(equal? uri \"/stuck\") (parameterize-break #f (sleep 40))]\n"
    "    [(equal? uri \"/grow\") (set! hog (make-bytes (* 256 1024 1024) 1)) (answer \"grown\\n\")]\n"
    "    [else (answer (format \"~a ~a\\n\" version (getpid)))]))\n"))
 
@@ -294,6 +295,21 @@
      (define secs (/ (- (current-inexact-milliseconds) t0) 1000))
      (check-equal? (http-response-status r) 503)
      (check-true (< secs 8) (format "answered after ~a s" secs))
+     (check-equal? (http-response-status (get p "/")) 200))))
+
+(test-case "--request-timeout: a handler that ignores the break gets its worker replaced"
+  (call-with-pool
+   '("--workers" "1" "--request-timeout" "1")
+   #:ready 1
+   (λ (p)
+     (define before (ready-pids p))
+     (define r (get p "/stuck" #:timeout 20))
+     (check-equal? (http-response-status r) 503 "ended 5 s after the break it ignored")
+     (check-equal? (http-response-status (get p "/")) 200 "the worker carries on meanwhile")
+     (wait-until 40 "a fresh worker took its place"
+                 (λ () (and (= 1 (length (ready-pids p))) (not (equal? before (ready-pids p))))))
+     (check-regexp-match #rx"ignored the request timeout" (log-text p))
+     (check-equal? (hash-ref (board p) 'recycled) 1)
      (check-equal? (http-response-status (get p "/")) 200))))
 
 (test-case "access log, slow log with the handler's stack, SIGUSR1 reopens the logs, escaping"

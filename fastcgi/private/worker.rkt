@@ -115,7 +115,40 @@
   (define a (app rs requests slow-count access slow-log))
   (when slow-log
     (thread (λ () (watch-slow (app-server a) slow-log (cfg-ref 'slow-threshold 5) slow-count))))
+  (when (limits-request-timeout lim)
+    (thread (λ () (watch-stuck (app-server a) report!))))
   a)
+
+;; watch-stuck : server (string any ... -> void) -> none
+;; A handler stopped by the request timeout gets a break; its request is ended 5 s later
+;; whatever it does. A handler thread still running 10 s after that ignores breaks (a
+;; tight loop with breaks disabled, a foreign call): the worker cannot get it back, so it
+;; asks the manager to replace it (gracefully: the other requests finish).
+(define (watch-stuck srv report!)
+  (define broken (make-weak-hasheq))          ; request -> its handler thread
+  (let loop ([asked? #f])
+    (sleep 1)
+    (for* ([c (in-list (hash-keys (server-connections srv)))]
+           [r (in-list (hash-values (conn-requests c)))])
+      (when (and (fastcgi-request-broken-ms r) (fastcgi-request-handler r))
+        (hash-set! broken r (fastcgi-request-handler r))))
+    (define now (current-inexact-milliseconds))
+    (define stuck
+      (for/list ([(r t) (in-hash broken)]
+                 #:when (and (not (thread-dead? t))
+                             (eq? (fastcgi-request-state r) 'done)
+                             (> (- now (fastcgi-request-start-ms r))
+                                (* 1000 (+ 15 (limits-request-timeout (server-limits srv)))))))
+        r))
+    (for ([r (in-list (for/list ([(r t) (in-hash broken)] #:when (thread-dead? t)) r))])
+      (hash-remove! broken r))
+    (cond
+      [(and (pair? stuck) (not asked?))
+       (log-fastcgi-error "~a handler thread(s) ignored the request timeout; asking for a fresh worker"
+                          (length stuck))
+       (report! "recycle a handler ignores the request timeout")
+       (loop #t)]
+      [else (loop asked?)])))
 
 ;; serve-until-stopped : app real evt -> none
 ;; SIGHUP reopens the log files; SIGTERM, SIGINT or the stop event stop gracefully, exit 0.
