@@ -537,7 +537,11 @@ closed after it; a new request on a connection that already has another in fligh
  @item{@bold{A worker that does not load} within @DFlag{start-timeout} seconds is killed
        (and counts as a crash).}
  @item{@bold{A handler that hangs}: with @DFlag{request-timeout}, the handler's thread
-       gets a break, the front gets 503, and the worker goes on (@secref["limits"]).}
+       gets a break, the front gets 503, and the worker goes on (@secref["limits"]). A
+       handler that ignores the break (breaks disabled, a foreign call) has its request
+       ended 5 s later, still with a 503 when nothing of its answer had left; if its
+       thread is still running 10 s after that, the worker cannot get it back and asks to
+       be replaced, as for @DFlag{max-requests}.}
 ]
 
 @subsection[#:tag "signals"]{Signals and reload}
