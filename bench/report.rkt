@@ -2,8 +2,10 @@
 ;; What a run found, and how it is shown: RESULTS.md (a table per scenario, the targets as
 ;; measured ratios with PASS or MISS, the commands) and results.png (hello world req/s
 ;; of every backend relative to the C responder, readable at a glance).
-(require racket/format
+(require racket/file
+         racket/format
          racket/list
+         racket/runtime-path
          racket/string
          plot/no-gui
          "measure.rkt")
@@ -14,6 +16,9 @@
          evaluate-targets
          write-results!
          plot-results!)
+
+;; The engine's optimisations and their measured effect, included in RESULTS.md as written.
+(define-runtime-path optimisations-file "OPTIMISATIONS.md")
 
 ;; A measured (or skipped) line of a table: a key the targets refer to, a label, the load
 ;; (#f when not measured), the backend's summed VmHWM and VmRSS in KiB (#f when there is
@@ -243,6 +248,8 @@
                         (many-result-note m))))))
   (when (outcome-trampoline o)
     (say "\n<!-- bench/trampoline-results.md, included verbatim -->\n\n" (outcome-trampoline o) "\n"))
+  (when (file-exists? optimisations-file)
+    (say "\n<!-- bench/OPTIMISATIONS.md, included verbatim -->\n\n" (file->string optimisations-file) "\n"))
   (say "\n## Versions\n\n"
        (string-append* (for/list ([v (in-list (outcome-versions o))])
                          (format "- ~a: ~a\n" (car v) (cdr v))))

@@ -27,7 +27,10 @@
 (define (serve-connection c)
   (define lim (server-limits (conn-server c)))
   (define d (make-decoder))
-  (define in (conn-in c))
+  (define read!
+    (if (conn-fd c)
+        (λ (bs start end) (conn-read! c bs start end))
+        (let ([in (conn-in c)]) (λ (bs start end) (read-bytes-avail! bs in start end)))))
   (define begun? #f)
   (set-conn-on-broken! c abort-all!)
   (set-conn-deadline! c (+ (now-ms) (* 1000 (limits-first-byte-timeout lim))))
@@ -51,7 +54,9 @@
        ;; trickles a header byte by byte cannot hold the connection past first-byte-timeout
        (unless (or (conn-closing? c) (zero? served))
          (set-read-deadline! c lim (> (decoder-buffered d) 0)))
-       (define n (with-handlers ([exn:fail? (λ (e) eof)]) (decoder-read! d in)))
+       ;; an idle connection gives back a decoder buffer that grew for a big record
+       (when (zero? (hash-count (conn-requests c))) (decoder-shrink! d))
+       (define n (with-handlers ([exn:fail? (λ (e) eof)]) (decoder-fill! d read!)))
        (cond
          [(eof-object? n) (void)]
          [else (loop served)])]))
@@ -204,7 +209,7 @@
 (define (params-done! c r)
   (define srv (conn-server c))
   (define lim (server-limits srv))
-  (define declared (parse-length (request-param r #"CONTENT_LENGTH")))
+  (define declared (parse-length (request-param/scan r #"CONTENT_LENGTH")))
   (cond
     [(eq? declared 'bad)
      (reject! c r 400 "Bad Request" "CONTENT_LENGTH is not a number")]
@@ -254,7 +259,7 @@
      (define total (+ (bytes-length content)
                       (if data? (fastcgi-request-data-bytes r) (fastcgi-request-body-bytes r))))
      (define cap
-       (let ([declared (parse-length (request-param r (if data? #"FCGI_DATA_LENGTH" #"CONTENT_LENGTH")))])
+       (let ([declared (parse-length (request-param/scan r (if data? #"FCGI_DATA_LENGTH" #"CONTENT_LENGTH")))])
          (if (exact-integer? declared) (min declared (limits-max-body lim)) (limits-max-body lim))))
      (if data? (set-fastcgi-request-data-bytes! r total) (set-fastcgi-request-body-bytes! r total))
      (cond
@@ -397,7 +402,13 @@
          ;; may hold in a write blocked on a peer that stopped reading; this loop is the
          ;; deadline manager that must go on to cut that write. +inf.0: ended once.
          (set-fastcgi-request-broken-ms! r +inf.0)
-         (thread (λ () (request-end-now! r 1) (retire! c r)))]))))
+         ;; with nothing of its answer out yet, the front still gets a 503 page (an
+         ;; END_REQUEST with no STDOUT is a 502 for nginx)
+         (thread (λ ()
+                   (if (or (fastcgi-request-sent? r) (> (fastcgi-request-fill r) 8))
+                       (request-end-now! r 1)
+                       (request-respond-status! r 503 "Service Unavailable"))
+                   (retire! c r)))]))))
 
 ;; retire! : conn request -> void
 ;; The request has ended: free its id; close the connection if the front asked for that.

@@ -9,6 +9,7 @@
          EINTR EAGAIN ENFILE EMFILE ENOBUFS ENOMEM EPROTO ECONNABORTED ECONNREFUSED
          SUN_PATH_MAX
          c-socket c-bind c-listen c-accept4 c-connect c-shutdown c-close
+         c-read c-send MSG_NOSIGNAL
          c-setsockopt c-getsockopt c-getsockname
          c-unlink c-chmod c-chown c-umask c-getpid
          set-nonblocking!
@@ -32,6 +33,7 @@
 (define IPPROTO_IPV6 41)
 (define IPV6_V6ONLY 26)
 (define SHUT_WR 1)
+(define MSG_NOSIGNAL #x4000)
 (define F_GETFL 3)
 (define F_SETFL 4)
 (define O_NONBLOCK #o4000)
@@ -59,6 +61,10 @@
 (define-libc c-connect "connect" _int _bytes _int -> _int)
 (define-libc c-shutdown "shutdown" _int _int -> _int)
 (define-libc c-close "close" _int -> _int)
+;; The buffer is a pointer into a byte string (ptr-add): Racket CS does not collect during
+;; a non-blocking foreign call, so the string cannot move while the kernel copies.
+(define-libc c-read "read" _int _pointer _size -> _ssize)
+(define-libc c-send "send" _int _pointer _size _int -> _ssize)
 (define-libc c-setsockopt "setsockopt" _int _int _int _bytes _int -> _int)
 (define-libc c-getsockopt "getsockopt" _int _int _int _bytes _bytes -> _int)
 (define-libc c-getsockname "getsockname" _int _bytes _bytes -> _int)

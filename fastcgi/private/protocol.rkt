@@ -16,7 +16,8 @@
          role->symbol symbol->role
          protocol-status->symbol symbol->protocol-status
          ;; decoding
-         make-decoder decoder? decoder-read! decoder-next! decoder-feed! decoder-buffered
+         make-decoder decoder? decoder-read! decoder-fill! decoder-shrink! decoder-next! decoder-feed!
+         decoder-buffered
          parse-begin-request parse-end-request parse-unknown-type
          parse-pairs
          ;; encoding
@@ -77,16 +78,22 @@
     [else (raise-argument-error 'symbol->protocol-status "protocol status" s)]))
 
 ;; ---------------------------------------------------------------------------------------
-;; Decoding. A decoder owns one buffer large enough for the largest record
-;; (8 + 65535 + 255 bytes); it reads as much as the port has into the free space and
-;; hands out complete records, so one read usually yields many records.
+;; Decoding. A decoder reads as much as the port has into the free space of its buffer and
+;; hands out complete records, so one read usually yields many records. The buffer starts
+;; small (an idle kept connection holds little) and grows, at most to twice the largest
+;; record (8 + 65535 + 255 bytes), only when a record does not fit; decoder-shrink! gives
+;; the memory back once the connection is idle.
 
-(define buffer-size (* 2 (+ header-length max-content-length max-padding-length)))
+(define max-record-length (+ header-length max-content-length max-padding-length))
+(define initial-buffer-size 8192)
+(define max-buffer-size (* 2 max-record-length))
+;; read no fewer free bytes than this, so that a read takes many small records at once
+(define min-read 4096)
 
 (struct decoder ([buf #:mutable] [start #:mutable] [end #:mutable]))
 
 ;; make-decoder : -> decoder
-(define (make-decoder) (decoder (make-bytes buffer-size) 0 0))
+(define (make-decoder) (decoder (make-bytes initial-buffer-size) 0 0))
 
 ;; decoder-buffered : decoder -> natural ; bytes received and not yet decoded
 (define (decoder-buffered d) (- (decoder-end d) (decoder-start d)))
@@ -100,16 +107,51 @@
     (set-decoder-start! d 0)
     (set-decoder-end! d (- e s))))
 
-;; decoder-read! : decoder input-port -> (or/c natural eof)
-;; One read of whatever the port has (at least one byte, blocking) into the free space.
-;; (The buffer may have grown past buffer-size through decoder-feed!.)
-(define (decoder-read! d in)
-  (define size (bytes-length (decoder-buf d)))
-  (when (> (decoder-end d) (- size (+ header-length max-content-length max-padding-length)))
-    (compact! d))
-  (define n (read-bytes-avail! (decoder-buf d) in (decoder-end d) size))
+;; make-room! : decoder -> void
+;; Room after the pending bytes for the rest of the first pending record, and for at
+;; least min-read bytes: compact when that suffices, else grow (doubling, to at most
+;; max-buffer-size unless the pending bytes alone need more).
+(define (make-room! d)
+  (define buf (decoder-buf d))
+  (define s (decoder-start d))
+  (define pending (- (decoder-end d) s))
+  (define record-size
+    (if (>= pending header-length)
+        (+ header-length (* 256 (bytes-ref buf (+ s 4))) (bytes-ref buf (+ s 5)) (bytes-ref buf (+ s 6)))
+        header-length))
+  (define want (max record-size (+ pending min-read)))
+  (cond
+    [(<= (+ s want) (bytes-length buf)) (void)]
+    [(<= want (bytes-length buf)) (compact! d)]
+    [else
+     (define new (make-bytes (max want (min max-buffer-size (* 2 (bytes-length buf))))))
+     (bytes-copy! new 0 buf s (decoder-end d))
+     (set-decoder-buf! d new)
+     (set-decoder-start! d 0)
+     (set-decoder-end! d pending)]))
+
+;; decoder-fill! : decoder (bytes natural natural -> (or/c natural eof)) -> (or/c natural eof)
+;; One call of read! (which blocks until it has at least one byte, or eof) into the free
+;; space; for a reader that is not a port (the server reads its sockets through the FFI).
+(define (decoder-fill! d read!)
+  (make-room! d)
+  (define n (read! (decoder-buf d) (decoder-end d) (bytes-length (decoder-buf d))))
   (when (exact-integer? n) (set-decoder-end! d (+ (decoder-end d) n)))
   n)
+
+;; decoder-read! : decoder input-port -> (or/c natural eof)
+;; One read of whatever the port has (at least one byte, blocking) into the free space.
+(define (decoder-read! d in)
+  (decoder-fill! d (λ (bs start end) (read-bytes-avail! bs in start end))))
+
+;; decoder-shrink! : decoder -> void
+;; An empty decoder whose buffer grew goes back to the initial size.
+(define (decoder-shrink! d)
+  (when (and (= (decoder-start d) (decoder-end d))
+             (> (bytes-length (decoder-buf d)) initial-buffer-size))
+    (set-decoder-buf! d (make-bytes initial-buffer-size))
+    (set-decoder-start! d 0)
+    (set-decoder-end! d 0)))
 
 ;; decoder-feed! : decoder bytes -> void ; for tests and clients fed from elsewhere
 ;; Takes any amount: the buffer grows when the bytes do not fit, since the caller cannot

@@ -13,6 +13,7 @@
          (struct-out exn:fail:fastcgi:body)
          make-fastcgi-request
          request-param
+         request-param/scan
          request-input-done?
          request-abort!
          request-end-now!
@@ -105,6 +106,16 @@
                   (set-fastcgi-request-table! r t)
                   t)))
   (hash-ref t (if (string? name) (string->bytes/utf-8 name) name) default))
+
+;; request-param/scan : request bytes -> (or/c bytes #f)
+;; The first value of a param by a walk of the list: for the engine's own one or two
+;; look-ups per request (CONTENT_LENGTH), where building request-param's table would cost
+;; more than it saves.
+(define (request-param/scan r name)
+  (let loop ([ps (fastcgi-request-params r)])
+    (cond [(null? ps) #f]
+          [(bytes=? (caar ps) name) (cdar ps)]
+          [else (loop (cdr ps))])))
 
 ;; request-input-done? : request -> boolean ; all the request's input streams have ended
 (define (request-input-done? r)

@@ -15,6 +15,7 @@
          listener? listener-fd listener-kind listener-address
          listener-accept listener-close!
          socket-shutdown-write!
+         socket-read! socket-write!
          parse-allowed-clients client-allowed?
          fd-listening-socket?)
 
@@ -317,6 +318,39 @@
     (define fd (unsafe-port->file-descriptor out))
     (when fd (c-shutdown fd SHUT_WR)))
   (void))
+
+;; ---------------------------------------------------------------------------------------
+;; Reading and writing a connected socket directly (the server's hot path): one read() or
+;; send() per call, no fcntl and no readiness poll before it, unlike Racket's fd ports.
+;; Neither call raises: callers run them in atomic mode (so that the fd cannot be closed
+;; and reused in between) and raise the returned exception after leaving it.
+
+;; socket-read! : fd bytes natural natural -> (or/c natural eof exn:fail:fastcgi:transport)
+;; The bytes read into bs[start, end), 0 when none are available now, eof at the end.
+(define (socket-read! fd bs start end)
+  (define n (c-read fd (ptr-add bs start) (- end start)))
+  (cond
+    [(> n 0) n]
+    [(= n 0) eof]
+    [else (socket-error "read" (saved-errno) (λ () (socket-read! fd bs start end)))]))
+
+;; socket-write! : fd bytes natural natural -> (or/c natural exn:fail:fastcgi:transport)
+;; The bytes of bs[start, end) sent, 0 when the socket's buffer is full. MSG_NOSIGNAL: a
+;; peer that went away gives EPIPE, not a SIGPIPE.
+(define (socket-write! fd bs start end)
+  (define n (c-send fd (ptr-add bs start) (- end start) MSG_NOSIGNAL))
+  (if (>= n 0)
+      n
+      (socket-error "write" (saved-errno) (λ () (socket-write! fd bs start end)))))
+
+;; socket-error : string errno (-> any) -> any
+;; EAGAIN: 0 (would block); EINTR: try again; any other errno: the exception to raise.
+(define (socket-error what errno retry)
+  (cond
+    [(= errno EAGAIN) 0]
+    [(= errno EINTR) (retry)]
+    [else (exn:fail:fastcgi:transport (format "fastcgi: ~a: ~a" what (errno-message errno))
+                                      (current-continuation-marks))]))
 
 ;; ---------------------------------------------------------------------------------------
 ;; Allowed clients

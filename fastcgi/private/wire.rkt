@@ -2,10 +2,14 @@
 ;; The shared state of one server process and of one connection, and the connection's
 ;; single serialised writer. Request threads and the reader all write through `conn-send!`,
 ;; so records of different requests never interleave inside a write.
-(require "limits.rkt")
+(require ffi/unsafe/atomic
+         ffi/unsafe/port
+         "limits.rkt"
+         "transport.rkt")
 (provide (struct-out server)
          (struct-out conn)
          make-conn
+         conn-read!
          conn-send!
          conn-broken!
          counter-add!
@@ -24,8 +28,9 @@
                 observer)
   #:transparent)
 
-;; Per connection.
-(struct conn (in out peer server lock requests
+;; Per connection. fd: the socket under the ports, read and written through the FFI
+;; (#f when the ports are not a socket's, as in tests); broken-sema: posted once broken.
+(struct conn (in out fd peer server lock requests broken-sema broken-evt
               [deadline #:mutable]        ; ms after which the reader is cut off, or #f
               [write-deadline #:mutable]  ; ms after which the blocked write is cut off, or #f
               [broken? #:mutable]         ; the socket failed or was cut: nothing more is sent
@@ -33,14 +38,16 @@
               [on-broken #:mutable]))     ; conn -> void : aborts every live request
 
 ;; make-conn : input-port output-port string server -> conn
-;; The output port is made unbuffered: conn-send! writes whole batches and flushes anyway,
-;; and closing a buffered fd port while a writer is blocked on it (a peer that stopped
-;; reading) tries to flush first and blocks the closer forever; that closer is the
-;; deadline manager of every connection (conn-broken! from watch-deadlines). Unbuffered,
-;; the close returns at once, the blocked write fails, and the fd is released.
+;; The output port is made unbuffered: closing a buffered fd port while a writer is blocked
+;; on it (a peer that stopped reading) tries to flush first and blocks the closer forever;
+;; that closer is the deadline manager of every connection (conn-broken! from
+;; watch-deadlines). (With an fd, the ports are only closed, never written.)
 (define (make-conn in out peer srv)
   (when (file-stream-port? out) (file-stream-buffer-mode out 'none))
-  (conn in out peer srv (make-semaphore 1) (make-hasheqv) #f #f #f #f void))
+  (define fd (and (file-stream-port? in) (unsafe-port->file-descriptor in)))
+  (define sema (make-semaphore 0))
+  (conn in out fd peer srv (make-semaphore 1) (make-hasheqv) sema (semaphore-peek-evt sema)
+        #f #f #f #f void))
 
 ;; now-ms : -> flonum
 (define (now-ms) (current-inexact-milliseconds))
@@ -52,10 +59,18 @@
     (if (box-cas! b old (+ old n)) (+ old n) (loop))))
 
 ;; conn-broken! : conn -> void ; mark the connection unusable and close its ports, which
-;; wakes a reader or writer blocked on them with an exception.
+;; wakes a reader or writer blocked on them with an exception (on the fd: with broken-evt).
+;; Atomic: a reader or writer checks broken? in atomic mode before each call on the fd, so
+;; none touches it once it is closed (and perhaps reused by the next accept).
 (define (conn-broken! c)
-  (unless (conn-broken? c)
+  (start-atomic)
+  (define first? (not (conn-broken? c)))
+  (when first?
     (set-conn-broken?! c #t)
+    (when (conn-fd c) (unsafe-socket->semaphore (conn-fd c) 'remove))
+    (semaphore-post (conn-broken-sema c)))
+  (end-atomic)
+  (when first?
     (close-output-port* (conn-out c))
     (close-input-port (conn-in c))
     ((conn-on-broken c) c)))
@@ -63,6 +78,21 @@
 ;; close-output-port* : output-port -> void ; closing may try to flush into a dead socket
 (define (close-output-port* out)
   (with-handlers ([exn:fail? void]) (close-output-port out)))
+
+;; conn-read! : conn bytes natural natural -> (or/c natural eof)
+;; Blocks until the socket has bytes (at least one is read into bs[start, end)), the peer
+;; closed it (eof) or the connection was broken (eof). Raises on a socket error.
+(define (conn-read! c bs start end)
+  (define fd (conn-fd c))
+  (let loop ()
+    (start-atomic)
+    (define r (if (conn-broken? c) eof (socket-read! fd bs start end)))
+    (define evt (and (eqv? r 0) (unsafe-socket->semaphore fd 'read)))
+    (end-atomic)
+    (cond
+      [evt (sync evt (conn-broken-evt c)) (loop)]
+      [(exn? r) (raise r)]
+      [else r])))
 
 ;; conn-send! : conn bytes [natural natural (or/c #f (-> boolean))] -> boolean
 ;; One write of bs[start,end) under the connection lock, bounded by the write timeout.
@@ -79,14 +109,39 @@
   (cond
     [(or (conn-broken? c) (and still? (not (still?)))) (semaphore-post lock) #f]
     [else
-     (define out (conn-out c))
-     (define ok?
-       (with-handlers ([exn:fail? (λ (e) #f)])
-         (set-conn-write-deadline! c (+ (now-ms) (* 1000 (limits-write-timeout (server-limits (conn-server c))))))
-         (write-bytes bs out start end)
-         (flush-output out)
-         (set-conn-write-deadline! c #f)
-         #t))
+     (define ok? (if (conn-fd c) (fd-send! c bs start end) (port-send! c bs start end)))
+     (set-conn-write-deadline! c #f)
      (semaphore-post lock)
      (unless ok? (conn-broken! c))
      ok?]))
+
+;; fd-send! : conn bytes natural natural -> boolean ; #f when broken or on a socket error
+;; The write deadline starts only when the socket's buffer is full: most answers leave in
+;; one send() that does not wait, and then no clock is read.
+(define (fd-send! c bs start end)
+  (define fd (conn-fd c))
+  (let loop ([i start])
+    (start-atomic)
+    (define r (if (conn-broken? c) #f (socket-write! fd bs i end)))
+    (define evt (and (eqv? r 0) (unsafe-socket->semaphore fd 'write)))
+    (end-atomic)
+    (cond
+      [(not (exact-integer? r)) #f]
+      [(= (+ i r) end) #t]
+      [else
+       (when evt
+         (unless (conn-write-deadline c) (start-write-deadline! c))
+         (sync evt (conn-broken-evt c)))
+       (loop (+ i r))])))
+
+;; port-send! : conn bytes natural natural -> boolean ; #f when the port fails
+(define (port-send! c bs start end)
+  (with-handlers ([exn:fail? (λ (e) #f)])
+    (start-write-deadline! c)
+    (write-bytes bs (conn-out c) start end)
+    (flush-output (conn-out c))
+    #t))
+
+;; start-write-deadline! : conn -> void
+(define (start-write-deadline! c)
+  (set-conn-write-deadline! c (+ (now-ms) (* 1000 (limits-write-timeout (server-limits (conn-server c)))))))

@@ -1,0 +1,191 @@
+#lang racket/base
+;; A/B measurement of engine changes (bench/OPTIMISATIONS.md): the same hello-world
+;; handler served by two or more copies of the `fastcgi` collection, behind one nginx,
+;; measured in alternation so that a noisy machine hurts every variant alike.
+;;
+;;   racket bench/ab.rkt [--servlet] [--close] [--rounds N] [--seconds S] [--strace] \
+;;                       [--idle N] NAME=TREE ...
+;;
+;; TREE is a directory holding a `fastcgi/` collection (e.g. a copy of the tree before a
+;; change, and /work/main). Each round measures every variant in turn: wrk warms it for
+;; 1 s, then measures S seconds (-t1 -c25), while the backend's user and system CPU is
+;; read from /proc/PID/stat. With --strace, a last run per variant counts system calls
+;; per request with `strace -c -f`. With --idle N, each variant instead gets N connections
+;; straight on its unix socket, each carrying one keep-conn request and then left open:
+;; the backend's RSS growth per connection is printed. Everything runs under /tmp and on loopback or unix
+;; sockets; every wrk run is bounded in time.
+(require racket/cmdline
+         racket/file
+         racket/format
+         racket/list
+         racket/string
+         racket/unix-socket
+         "../fastcgi/private/protocol.rkt"
+         "../tests/integration/lib.rkt"
+         "configs.rkt"
+         "harness.rkt"
+         "measure.rkt")
+
+;; cpu-ticks : natural -> (values natural natural) ; user and system clock ticks (1/100 s)
+(define (cpu-ticks pid)
+  (define stat (file->string (format "/proc/~a/stat" pid)))
+  (define fields (string-split (substring stat (cdr (last (regexp-match-positions* #rx"\\)" stat))))))
+  (values (string->number (list-ref fields 11)) (string->number (list-ref fields 12))))
+
+;; server-source : path boolean string -> string
+;; A server program for one tree: the raw hello handler of examples/hello-raw.rkt or the
+;; servlet of examples/hello.rkt, written inline so that it loads that tree's collection.
+(define (server-source tree servlet? address)
+  (define main (path->string (build-path tree "fastcgi" "main.rkt")))
+  (string-append
+   "#lang racket/base\n"
+   (format "(require (file ~s) web-server/http)\n" main)
+   (if servlet?
+       (string-append
+        "(define (start req)\n"
+        "  (response/output (λ (out) (write-bytes #\"Hello, World!\\n\" out))\n"
+        "                   #:mime-type #\"text/plain\"))\n"
+        (format "(serve/fastcgi start #:listen ~s)\n" address))
+       (string-append
+        "(define answer #\"Status: 200 OK\\r\\nContent-Type: text/plain\\r\\n\\r\\nHello, World!\\n\")\n"
+        "(define (handler req) (write-bytes answer (fastcgi-request-stdout req)))\n"
+        (format "(serve/fastcgi-raw handler #:listen ~s)\n" address)))
+   "(sync never-evt)\n"))
+
+;; strace-calls : path natural -> (listof (cons string real)) ; calls per request, most first
+(define (strace-calls file requests)
+  (define rows
+    (for*/list ([line (in-list (file->lines file))]
+                [m (in-value (regexp-match
+                              #px"^\\s*[0-9.]+\\s+[0-9.]+\\s+[0-9]+\\s+([0-9]+)\\s+(?:[0-9]+\\s+)?([a-z_0-9]+)$"
+                              line))]
+                #:when (and m (not (equal? (caddr m) "total"))))
+      (cons (caddr m) (/ (string->number (cadr m)) requests 1.0))))
+  (sort rows > #:key cdr))
+
+;; one-request : -> bytes ; a keep-conn GET / with the params nginx sends, as records
+(define one-request
+  (bytes-append
+   (record->bytes 'begin-request 1 (begin-request-content 'responder #t))
+   (record->bytes 'params 1 (pairs->bytes '(("REQUEST_METHOD" . "GET") ("REQUEST_URI" . "/")
+                                            ("SCRIPT_NAME" . "/") ("QUERY_STRING" . "")
+                                            ("SERVER_PROTOCOL" . "HTTP/1.1")
+                                            ("HTTP_HOST" . "127.0.0.1"))))
+   (record->bytes 'params 1 #"")
+   (record->bytes 'stdin 1 #"")))
+
+;; idle-growth : string natural natural -> real
+;; KiB of RSS per connection after n connections each served one request and left open.
+(define (idle-growth address pid n)
+  (define path (substring address 5))
+  (define before (status-memory-kb pid 'VmRSS))
+  (define conns
+    (for/list ([i (in-range n)])
+      (define-values (in out) (unix-socket-connect path))
+      (write-bytes one-request out)
+      (flush-output out)
+      (define d (make-decoder))
+      (let loop ()
+        (define r (decoder-next! d))
+        (cond
+          [(and r (eq? (record-type r) 'end-request)) (void)]
+          [r (loop)]
+          [(not (sync/timeout 10 in)) (error 'ab "no answer on connection ~a in 10 s" i)]
+          [(eof-object? (decoder-read! d in)) (error 'ab "connection ~a closed before END_REQUEST" i)]
+          [else (loop)]))
+      (cons in out)))
+  (sleep 1)
+  (define after (status-memory-kb pid 'VmRSS))
+  (for ([c (in-list conns)]) (close-input-port (car c)) (close-output-port (cdr c)))
+  (/ (- after before) n 1.0))
+
+(module+ main
+  (define servlet? #f)
+  (define keep? #t)
+  (define rounds 2)
+  (define seconds 5)
+  (define strace? #f)
+  (define idle #f)
+  (define specs
+    (command-line
+     #:once-each
+     ["--servlet" "serve examples/hello.rkt's servlet instead of the raw handler" (set! servlet? #t)]
+     ["--close" "nginx without keep-conn (a FastCGI connection per request)" (set! keep? #f)]
+     ["--rounds" n "rounds of measurements (default 2)" (set! rounds (string->number n))]
+     ["--seconds" s "seconds of each wrk measurement (default 5)" (set! seconds (string->number s))]
+     ["--strace" "also count system calls per request" (set! strace? #t)]
+     ["--idle" n "RSS per idle keep-alive connection, over N connections" (set! idle (string->number n))]
+     #:args specs
+     specs))
+  (define variants
+    (for/list ([s (in-list specs)])
+      (define m (regexp-match #rx"^([^=]+)=(.+)$" s))
+      (unless m (error 'ab "expected NAME=TREE, got ~s" s))
+      (cons (cadr m) (path->complete-path (caddr m)))))
+  (call-with-temp-dir
+   "fcgiab"
+   (λ (dir)
+     (define ports (free-ports (length variants)))
+     (define addrs
+       (for/list ([v (in-list variants)] [i (in-naturals)])
+         (format "unix:~a" (build-path dir (format "v~a.sock" i)))))
+     (define fronts
+       (for/hash ([p (in-list ports)] [a (in-list addrs)] [i (in-naturals)])
+         (values (format "v~a" i) (front (format "v~a" i) p 'fastcgi (list a) keep?))))
+     (define nginx-proc (start-nginx! dir fronts))
+     (define peers
+       (for/list ([v (in-list variants)] [a (in-list addrs)] [i (in-naturals)])
+         (define file (build-path dir (format "serve-~a.rkt" i)))
+         (call-with-output-file file (λ (o) (write-string (server-source (cdr v) servlet? a) o)))
+         (peer (car v) (path->string (find-executable-path "racket")) (list (path->string file)) (list a))))
+     (dynamic-wind
+      void
+      (λ ()
+        (call-with-peers
+         dir peers
+         (λ (procs)
+           (for ([p (in-list ports)])
+             (wait-until 60 "a backend to answer" (λ () (answers? p "/" hello-body))))
+           (when idle
+             (for* ([r (in-range rounds)]
+                    [(v a pr) (in-parallel variants addrs procs)])
+               (printf "~a: ~a KiB of RSS per idle connection (~a connections)\n" (car v)
+                       (~r (idle-growth a (proc-pid pr) idle) #:precision 1) idle)
+               (flush-output)))
+           (unless idle
+             (printf "~a, keep-conn ~a, wrk -t1 -c25 -d~as, ~a rounds\n"
+                     (if servlet? "servlet" "raw") (if keep? "on" "off") seconds rounds)
+             (printf "~a\n" (string-join (list (~a "variant" #:width 12) (~a "req/s" #:width 8)
+                                               (~a "user us/req" #:width 12) "sys us/req"))))
+           (for* ([r (in-range (if idle 0 rounds))]
+                  [(v p pr) (in-parallel variants ports procs)])
+             (define url (format "http://127.0.0.1:~a/" p))
+             (run-wrk url 25 1)
+             (define-values (u0 s0) (cpu-ticks (proc-pid pr)))
+             (define l (run-wrk url 25 seconds))
+             (define-values (u1 s1) (cpu-ticks (proc-pid pr)))
+             (define (us ticks) (~r (/ (* ticks 10000.0) (load-requests l)) #:precision 1))
+             (printf "~a ~a ~a ~a~a\n" (~a (car v) #:width 12) (~a (round (load-rps l)) #:width 8)
+                     (~a (us (- u1 u0)) #:width 12) (us (- s1 s0))
+                     (if (zero? (load-errors l)) "" (format "  (~a errors)" (load-errors l))))
+             (flush-output))
+           (when strace?
+             (for ([v (in-list variants)] [p (in-list ports)] [pr (in-list procs)] [i (in-naturals)])
+               (define out (build-path dir (format "strace-~a.txt" i)))
+               (define tracer
+                 (start-process "strace" "/usr/bin/strace"
+                                (list "-c" "-f" "-o" (path->string out) "-p" (number->string (proc-pid pr)))
+                                #:dir dir))
+               (sleep 1)
+               (define l (run-wrk (format "http://127.0.0.1:~a/" p) 25 seconds))
+               (stop-process! tracer)
+               (wait-until 10 "strace's summary"
+                           (λ () (and (file-exists? out) (regexp-match? #rx"total" (file->string out)))))
+               (define calls (strace-calls out (load-requests l)))
+               (printf "~a syscalls/request: ~a total; ~a\n" (car v)
+                       (~r (apply + (map cdr calls)) #:precision 2)
+                       (string-join (for/list ([c (in-list calls)] #:when (>= (cdr c) 0.01))
+                                      (format "~a ~a" (car c) (~r (cdr c) #:precision 2)))
+                                    ", "))))))
+        (void))
+      (λ () (stop-process! nginx-proc))))))
