@@ -319,7 +319,8 @@
     [else
      (define known
        (hash #"FCGI_MAX_CONNS" (limits-max-connections lim)
-             #"FCGI_MAX_REQS" (limits-max-concurrent lim)
+             ;; what one connection may carry at once: HAProxy reads it as max-reqs
+             #"FCGI_MAX_REQS" (min (limits-max-concurrent lim) (limits-max-requests-per-connection lim))
              #"FCGI_MPXS_CONNS" 1))
      (define answer
        (for*/fold ([acc '()] #:result (reverse acc))

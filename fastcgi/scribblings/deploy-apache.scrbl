@@ -2,7 +2,7 @@
 
 @(define (shell . s) (nested #:style 'code-inset (apply verbatim s)))
 
-@section[#:tag "deploy-apache"]{Apache and CGI-only hosts}
+@title[#:tag "deploy-apache"]{Apache and CGI-only hosts}
 
 The directory @filepath{deploy/apache} of the source tree holds one Apache 2.4
 configuration per way of reaching an application, each included as it is, started and
@@ -39,7 +39,7 @@ routes the same way behind Apache as behind nginx.
   @filepath{htaccess-trampoline} (@tt{cgi}, @tt{rewrite}, @tt{env}, @tt{mime}): for hosts
   that run CGI programs only, described next.}]
 
-@subsection[#:tag "deploy-apache-trampoline"]{The CGI trampoline}
+@section[#:tag "deploy-apache-trampoline"]{The CGI trampoline}
 
 @filepath{trampoline/fcgi-trampoline} is a small C program (it needs only the C library)
 that a web server runs as an ordinary CGI program. It sends its request to the application

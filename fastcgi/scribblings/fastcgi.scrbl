@@ -661,6 +661,9 @@ Errors and events go to standard error (@secref["logging"]); SIGUSR1 reopens the
 and slow logs.
 
 @; ---------------------------------------------------------------------------------------
+@include-section["deploy.scrbl"]
+
+@; ---------------------------------------------------------------------------------------
 @section[#:tag "api"]{The library API}
 
 @defmodule[fastcgi]
@@ -1133,10 +1136,12 @@ not run.
              answered 413. Also @racket[#:max-request-body-length] for servlets.})
   (row @racket[#:max-requests-per-connection] @elem{100}
        @elem{@wire{END_REQUEST} with protocol status @wire{FCGI_OVERLOADED} for a
-             @wire{BEGIN_REQUEST} while this many requests are live on its connection.})
+             @wire{BEGIN_REQUEST} while this many requests are live on its connection.
+             Reported as @wire{FCGI_MAX_REQS} when it is below @racket[#:max-concurrent].})
   (row @racket[#:max-concurrent] @elem{1000}
        @elem{503: a request whose params complete while this many handlers run in the
-             process. Reported as @wire{FCGI_MAX_REQS}.})
+             process. Reported as @wire{FCGI_MAX_REQS} when it is below
+             @racket[#:max-requests-per-connection].})
   (row @racket[#:max-connections] @elem{1024}
        @elem{Up to 64 connections more are accepted at a time only to be refused: the
              first @wire{BEGIN_REQUEST} on each is answered 503 with @wire{END_REQUEST}
@@ -1225,7 +1230,10 @@ following names that were asked for, each at most once; other names are left out
  (list
   (list @bold{Name} @bold{Value})
   (list @wire{FCGI_MAX_CONNS} @elem{@racket[#:max-connections] (default 1024)})
-  (list @wire{FCGI_MAX_REQS} @elem{@racket[#:max-concurrent] (default 1000)})
+  (list @wire{FCGI_MAX_REQS} @elem{the smaller of @racket[#:max-concurrent] and
+                                 @racket[#:max-requests-per-connection] (default 100):
+                                 what one connection may carry at once, which is how
+                                 HAProxy reads it})
   (list @wire{FCGI_MPXS_CONNS} @elem{@tt{1}}))]
 
 @bold{@wire{FCGI_ABORT_REQUEST}.} The request ends at once: the server sends the empty
