@@ -89,6 +89,7 @@
 
   (define-runtime-path this-file "apache-test.rkt")
   (define-runtime-path deploy-dir "../../deploy/apache")
+  (define-runtime-path collection-dir "../../fastcgi")
 
   (define apache2 (require-program! "/usr/sbin/apache2" "apache2"))
   (define modules-dir "/usr/lib/apache2/modules")
@@ -263,22 +264,34 @@
 
   ;; addon-dir-for-fcgid : path -> path
   ;; Where mod_fcgid's processes find user-scope packages (PLTADDONDIR; mod_fcgid passes
-  ;; them no HOME). Ours, or, when Apache's user is www-data, a readable copy of root's
-  ;; package links (links.rktd, info-cache.rktd): `make install` as root links the package
-  ;; into root's home, which www-data cannot read.
+  ;; them no HOME). Ours, or, when Apache's user is www-data, a package set of its own:
+  ;; `make install` as root links the package into root's home, and the checkout itself
+  ;; may sit in a folder www-data cannot read, so the collection (sources and compiled
+  ;; files) is copied under dir and linked there, with the info cache that makes
+  ;; `raco fastcgi` a command.
   (define (addon-dir-for-fcgid dir)
     (if (not web-user)
         (find-system-path 'addon-dir)
         (let* ([addon (build-path dir "addon")]
                [vdir (build-path addon (version))]
-               [links (find-user-links-file)]
-               [cache (build-path (find-user-share-dir) "info-cache.rktd")])
+               [copy (build-path dir "pkg" "fastcgi")]
+               [copy/ (string->bytes/utf-8 (string-append (path->string copy) "/"))])
           (make-directory* (build-path vdir "share"))
-          (when (file-exists? links) (copy-file links (build-path vdir "links.rktd")))
-          (when (file-exists? cache) (copy-file cache (build-path vdir "share" "info-cache.rktd")))
-          (for ([p (in-directory addon)])
+          (make-directory* (build-path dir "pkg"))
+          (copy-directory/files collection-dir copy)
+          ;; compiled files must not look older than their sources, or they are ignored
+          (define now (current-seconds))
+          (for ([p (in-directory copy)] #:when (regexp-match? #rx"[.](zo|dep)$" (path->string p)))
+            (file-or-directory-modify-seconds p (+ now 2)))
+          (with-output-to-file (build-path vdir "links.rktd")
+            (λ () (write `(("fastcgi" ,copy/)))))
+          (with-output-to-file (build-path vdir "share" "info-cache.rktd")
+            (λ () (write `((,copy/ (collection pkg-desc version deps build-deps raco-commands
+                                               scribblings license)
+                                   (lib "fastcgi") 1 0)))))
+          (for* ([top (list (build-path dir "pkg") addon)]
+                 [p (in-sequences (in-value top) (in-directory top))])
             (file-or-directory-permissions p (if (directory-exists? p) #o755 #o644)))
-          (file-or-directory-permissions addon #o755)
           addon)))
 
   ;; fcgid-apps : -> (listof natural) ; pids of processes mod_fcgid started for this test
