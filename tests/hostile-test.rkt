@@ -570,7 +570,7 @@
          (define a (peer-answer p 1 10))
          ;; nothing of its answer had left: the front still gets a 503 page (an
          ;; END_REQUEST with no STDOUT would be a 502 for nginx)
-         (check-regexp-match #rx#"^Status: 503 " (answer-stdout a))
+         (check-true (regexp-match? #rx#"^Status: 503 " (answer-stdout a)) (format "~s" (answer-stdout a)))
          (check-equal? (next-event) 'aborted "the handler learns its request ended")
          (check-same-connection p 2)))
      (check-true (wait-for 2 (λ () (zero? (unbox (server-running srv))))) "the handler's slot is free")
