@@ -3,11 +3,12 @@
 ;; handler served by two or more copies of the `fastcgi` collection, behind one nginx,
 ;; measured in alternation so that a noisy machine hurts every variant alike.
 ;;
-;;   racket bench/ab.rkt [--servlet] [--close] [--rounds N] [--seconds S] [--strace] \
+;;   racket bench/ab.rkt [--servlet] [--close] [--big] [--rounds N] [--seconds S] [--strace] \
 ;;                       [--idle N] NAME=TREE ...
 ;;
 ;; TREE is a directory holding a `fastcgi/` collection (e.g. a copy of the tree before a
-;; change, and /work/main). Each round measures every variant in turn: wrk warms it for
+;; change, and /work/main). --big: the raw handler answers 1 MiB (with a Content-Length)
+;; instead of hello. Each round measures every variant in turn: wrk warms it for
 ;; 1 s, then measures S seconds (-t1 -c25), while the backend's user and system CPU is
 ;; read from /proc/PID/stat. With --strace, a last run per variant counts system calls
 ;; per request with `strace -c -f`. With --idle N, each variant instead gets N connections
@@ -32,10 +33,11 @@
   (define fields (string-split (substring stat (cdr (last (regexp-match-positions* #rx"\\)" stat))))))
   (values (string->number (list-ref fields 11)) (string->number (list-ref fields 12))))
 
-;; server-source : path boolean string -> string
-;; A server program for one tree: the raw hello handler of examples/hello-raw.rkt or the
-;; servlet of examples/hello.rkt, written inline so that it loads that tree's collection.
-(define (server-source tree servlet? address)
+;; server-source : path boolean string [boolean] -> string
+;; A server program for one tree: the raw hello handler of examples/hello-raw.rkt (or its
+;; 1 MiB answer, built once, with big?) or the servlet of examples/hello.rkt, written
+;; inline so that it loads that tree's collection.
+(define (server-source tree servlet? address [big? #f])
   (define main (path->string (build-path tree "fastcgi" "main.rkt")))
   (string-append
    "#lang racket/base\n"
@@ -47,7 +49,11 @@
         "                   #:mime-type #\"text/plain\"))\n"
         (format "(serve/fastcgi start #:listen ~s)\n" address))
        (string-append
-        "(define answer #\"Status: 200 OK\\r\\nContent-Type: text/plain\\r\\n\\r\\nHello, World!\\n\")\n"
+        (if big?
+            (string-append
+             "(define answer (bytes-append #\"Status: 200 OK\\r\\nContent-Type: application/octet-stream\\r\\n\"\n"
+             "  #\"Content-Length: 1048576\\r\\n\\r\\n\" (make-bytes 1048576 120)))\n")
+            "(define answer #\"Status: 200 OK\\r\\nContent-Type: text/plain\\r\\n\\r\\nHello, World!\\n\")\n")
         "(define (handler req) (write-bytes answer (fastcgi-request-stdout req)))\n"
         (format "(serve/fastcgi-raw handler #:listen ~s)\n" address)))
    "(sync never-evt)\n"))
@@ -101,6 +107,7 @@
 
 (module+ main
   (define servlet? #f)
+  (define big? #f)
   (define keep? #t)
   (define rounds 2)
   (define seconds 5)
@@ -110,6 +117,7 @@
     (command-line
      #:once-each
      ["--servlet" "serve examples/hello.rkt's servlet instead of the raw handler" (set! servlet? #t)]
+     ["--big" "the raw handler answers 1 MiB instead of hello" (set! big? #t)]
      ["--close" "nginx without keep-conn (a FastCGI connection per request)" (set! keep? #f)]
      ["--rounds" n "rounds of measurements (default 2)" (set! rounds (string->number n))]
      ["--seconds" s "seconds of each wrk measurement (default 5)" (set! seconds (string->number s))]
@@ -136,7 +144,7 @@
      (define peers
        (for/list ([v (in-list variants)] [a (in-list addrs)] [i (in-naturals)])
          (define file (build-path dir (format "serve-~a.rkt" i)))
-         (call-with-output-file file (λ (o) (write-string (server-source (cdr v) servlet? a) o)))
+         (call-with-output-file file (λ (o) (write-string (server-source (cdr v) servlet? a big?) o)))
          (peer (car v) (path->string (find-executable-path "racket")) (list (path->string file)) (list a))))
      (dynamic-wind
       void
@@ -145,7 +153,7 @@
          dir peers
          (λ (procs)
            (for ([p (in-list ports)])
-             (wait-until 60 "a backend to answer" (λ () (answers? p "/" hello-body))))
+             (wait-until 60 "a backend to answer" (λ () (answers? p "/" (if big? #px#"^x{1048576}$" hello-body)))))
            (when idle
              (for* ([r (in-range rounds)]
                     [(v a pr) (in-parallel variants addrs procs)])
@@ -154,7 +162,7 @@
                (flush-output)))
            (unless idle
              (printf "~a, keep-conn ~a, wrk -t1 -c25 -d~as, ~a rounds\n"
-                     (if servlet? "servlet" "raw") (if keep? "on" "off") seconds rounds)
+                     (cond [servlet? "servlet"] [big? "raw 1 MiB"] [else "raw"]) (if keep? "on" "off") seconds rounds)
              (printf "~a\n" (string-join (list (~a "variant" #:width 12) (~a "req/s" #:width 8)
                                                (~a "user us/req" #:width 12) "sys us/req"))))
            (for* ([r (in-range (if idle 0 rounds))]

@@ -27,19 +27,22 @@
 (define (serve-connection c)
   (define lim (server-limits (conn-server c)))
   (define d (make-decoder))
+  ;; the last read from the socket filled less than the space it had: see conn-read!
+  (define short? #f)
   (define read!
     (if (conn-fd c)
-        (λ (bs start end) (conn-read! c bs start end))
+        (λ (bs start end)
+          (define n (conn-read! c bs start end short?))
+          (set! short? (and (exact-integer? n) (< n (- end start))))
+          n)
         (let ([in (conn-in c)]) (λ (bs start end) (read-bytes-avail! bs in start end)))))
   (define begun? #f)
   (set-conn-on-broken! c abort-all!)
   (set-conn-deadline! c (+ (now-ms) (* 1000 (limits-first-byte-timeout lim))))
   (let loop ([served 0])
-    (define rec
-      (with-handlers ([exn:fail:fastcgi:protocol? values])
-        (decoder-next! d)))
+    (define rec (decoder-take! d))
     (cond
-      [(exn? rec) (protocol-close! c (exn-message rec))]
+      [(string? rec) (protocol-close! c (string-append "decoder: " rec))]
       [(record? rec)
        (cond
          [(conn-closing? c) (loop served)]
@@ -179,7 +182,8 @@
               (format "params of ~a bytes over the limit of ~a"
                       (fastcgi-request-params-size r) (limits-max-params-bytes lim)))]
     [else
-     (define all (apply bytes-append (reverse (fastcgi-request-params-acc r))))
+     (define acc (fastcgi-request-params-acc r))
+     (define all (if (and (pair? acc) (null? (cdr acc))) (car acc) (apply bytes-append (reverse acc))))
      (set-fastcgi-request-params-acc! r '())
      (define pairs
        (with-handlers ([exn:fail:fastcgi:protocol? values])
@@ -228,7 +232,7 @@
     [else
      (cond
        [(eq? (fastcgi-request-role r) 'authorizer)
-        (close-output-port (fastcgi-request-stdin-out r))
+        (close-request-stdin! r)
         (set-fastcgi-request-state! r 'running)]
        [else (set-fastcgi-request-state! r 'stdin)])
      (start-handler! c r)
@@ -251,7 +255,7 @@
     [(eq? state 'params) (format "~a for request ~a before its PARAMS ended" type (fastcgi-request-id r))]
     [(not (eq? state (if data? 'data 'stdin))) #f]   ; a stream already ended: skip
     [(zero? (bytes-length content))
-     (close-output-port (if data? (fastcgi-request-data-out r) (fastcgi-request-stdin-out r)))
+     (if data? (close-output-port (fastcgi-request-data-out r)) (close-request-stdin! r))
      (set-fastcgi-request-state! r (if (and (not data?) (eq? (fastcgi-request-role r) 'filter)) 'data 'running))
      #f]
     [(fastcgi-request-rejected r) #f]
@@ -267,8 +271,8 @@
         (log-fastcgi-warning "request ~a from ~a: ~a over ~a bytes: answered 413"
                              (fastcgi-request-id r) (log-escape (conn-peer c)) type cap)
         (set-fastcgi-request-rejected! r cap)
-        (close-output-port (if data? (fastcgi-request-data-out r) (fastcgi-request-stdin-out r)))]
-       [else (feed! c r (if data? (fastcgi-request-data-out r) (fastcgi-request-stdin-out r))
+        (if data? (close-output-port (fastcgi-request-data-out r)) (close-request-stdin! r))]
+       [else (feed! c r (if data? (fastcgi-request-data-out r) (request-stdin-out r))
                     content lim)])
      #f]))
 

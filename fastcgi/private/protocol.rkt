@@ -16,12 +16,13 @@
          role->symbol symbol->role
          protocol-status->symbol symbol->protocol-status
          ;; decoding
-         make-decoder decoder? decoder-read! decoder-fill! decoder-shrink! decoder-next! decoder-feed!
+         make-decoder decoder? decoder-read! decoder-fill! decoder-shrink! decoder-next! decoder-take!
+         decoder-feed!
          decoder-buffered
          parse-begin-request parse-end-request parse-unknown-type
          parse-pairs
          ;; encoding
-         record-header padding-for
+         record-header record-header! padding-for
          record->bytes write-record write-stream
          begin-request-content end-request-content unknown-type-content
          pairs->bytes)
@@ -172,15 +173,22 @@
 ;; The next complete record, or #f when more bytes are needed.
 ;; Raises exn:fail:fastcgi:protocol on a version other than 1.
 (define (decoder-next! d)
+  (define r (decoder-take! d))
+  (if (string? r) (raise-protocol-error 'decoder "~a" r) r))
+
+;; decoder-take! : decoder -> (or/c record #f string)
+;; As decoder-next!, but a protocol error is returned as its message, not raised: the
+;; server's reader takes every record through this, and an exception handler installed
+;; per record cost more than decoding the record.
+(define (decoder-take! d)
   (define buf (decoder-buf d))
   (define s (decoder-start d))
   (define avail (- (decoder-end d) s))
   (cond
     [(< avail header-length) #f]
+    [(not (eqv? (bytes-ref buf s) fcgi-version))
+     (format "unsupported version ~a" (bytes-ref buf s))]
     [else
-     (define version (bytes-ref buf s))
-     (unless (eqv? version fcgi-version)
-       (raise-protocol-error 'decoder "unsupported version ~a" version))
      (define clen (+ (* 256 (bytes-ref buf (+ s 4))) (bytes-ref buf (+ s 5))))
      (define total (+ header-length clen (bytes-ref buf (+ s 6))))
      (cond
@@ -258,10 +266,22 @@
 
 ;; record-header : (or/c symbol? byte?) natural natural [natural] -> bytes
 (define (record-header type id len [pad (padding-for len)])
-  (bytes fcgi-version (symbol->type type)
-         (quotient id 256) (bitwise-and id 255)
-         (quotient len 256) (bitwise-and len 255)
-         pad 0))
+  (define h (make-bytes header-length))
+  (record-header! h 0 type id len pad)
+  h)
+
+;; record-header! : bytes natural (or/c symbol? byte?) natural natural natural -> void
+;; Writes a record header into buf at `at`, for a writer that builds its records in
+;; place (the server's answers) and so allocates nothing per record.
+(define (record-header! buf at type id len pad)
+  (bytes-set! buf at fcgi-version)
+  (bytes-set! buf (+ at 1) (symbol->type type))
+  (bytes-set! buf (+ at 2) (quotient id 256))
+  (bytes-set! buf (+ at 3) (bitwise-and id 255))
+  (bytes-set! buf (+ at 4) (quotient len 256))
+  (bytes-set! buf (+ at 5) (bitwise-and len 255))
+  (bytes-set! buf (+ at 6) pad)
+  (bytes-set! buf (+ at 7) 0))
 
 ;; record->bytes : type natural bytes -> bytes ; one record, content at most 65535 bytes
 (define (record->bytes type id content)

@@ -66,7 +66,26 @@
     (header name (cdr p))))
 
 ;; param->header-name : bytes -> (or/c bytes #f)
+;; Cached: a front sends the same dozen header names on every request, and building one
+;; (split, titlecase, join) cost more than the rest of the adapter's work on a header.
+;; The cache holds at most max-cached-names names, since the names come from the client;
+;; a cached name is immutable, so that no servlet can change it for the next request.
 (define (param->header-name name)
+  (define hit (hash-ref header-names name none))
+  (cond
+    [(not (eq? hit none)) hit]
+    [else
+     (define v (let ([h (compute-header-name name)]) (and h (bytes->immutable-bytes h))))
+     (when (< (hash-count header-names) max-cached-names)
+       (hash-set! header-names (bytes->immutable-bytes name) v))
+     v]))
+
+(define header-names (make-hash))
+(define max-cached-names 256)
+(define none (string->uninterned-symbol "none"))
+
+;; compute-header-name : bytes -> (or/c bytes #f)
+(define (compute-header-name name)
   (cond
     [(equal? name #"CONTENT_TYPE") #"Content-Type"]
     [(equal? name #"CONTENT_LENGTH") #"Content-Length"]

@@ -79,18 +79,21 @@
 (define (close-output-port* out)
   (with-handlers ([exn:fail? void]) (close-output-port out)))
 
-;; conn-read! : conn bytes natural natural -> (or/c natural eof)
+;; conn-read! : conn bytes natural natural [boolean] -> (or/c natural eof)
 ;; Blocks until the socket has bytes (at least one is read into bs[start, end)), the peer
 ;; closed it (eof) or the connection was broken (eof). Raises on a socket error.
-(define (conn-read! c bs start end)
+;; wait-first?: the caller's last read was short, so the socket is most likely empty:
+;; wait for it to be readable before the first read, rather than make a read() that
+;; only says EAGAIN (one system call per request on a kept connection).
+(define (conn-read! c bs start end [wait-first? #f])
   (define fd (conn-fd c))
-  (let loop ()
+  (let loop ([wait? wait-first?])
     (start-atomic)
-    (define r (if (conn-broken? c) eof (socket-read! fd bs start end)))
+    (define r (cond [(conn-broken? c) eof] [wait? 0] [else (socket-read! fd bs start end)]))
     (define evt (and (eqv? r 0) (unsafe-socket->semaphore fd 'read)))
     (end-atomic)
     (cond
-      [evt (sync evt (conn-broken-evt c)) (loop)]
+      [evt (sync evt (conn-broken-evt c)) (loop #f)]
       [(exn? r) (raise r)]
       [else r])))
 
