@@ -134,7 +134,7 @@
      [("--max-workers") n "dynamic, ondemand: most workers (default 2 x --workers)" (set 'max-workers (count-arg "--max-workers" n))]
      [("--idle-timeout") secs "ondemand: seconds before an idle worker stops (default 10)"
       (set 'idle-timeout (seconds-arg "--idle-timeout" secs))]
-     [("--max-requests") n "Replace a worker after it answered N requests (default: never)"
+     [("--max-requests") n "Replace a worker after it took N requests (default: never)"
       (set 'max-requests (count-arg "--max-requests" n))]
      [("--max-memory") size "Replace a worker whose resident memory passes SIZE, e.g. 512m (default: never)"
       (set 'max-memory (size-arg "--max-memory" size))]

@@ -58,7 +58,7 @@
     (uptime "uptime (s)" uptime_seconds gauge "Seconds since the manager started")
     (generation "generation" generation gauge "Reloads so far (the workers' generation)")
     (accepted_connections "accepted connections" accepted_connections counter "Connections accepted by all workers")
-    (requests "requests" requests counter "Requests answered by all workers")
+    (requests "requests" requests counter "Requests handed to the app by all workers")
     (listen_queue "listen queue" listen_queue gauge "Connections waiting in the accept queue (TCP only)")
     (active_workers "active workers" active_workers gauge "Workers handling a request now")
     (idle_workers "idle workers" idle_workers gauge "Workers ready and handling nothing")
@@ -129,7 +129,7 @@
                name (fifth t) name (fourth t) name
                (if (eq? (fourth t) 'counter) "_total" "") pool v)))
   (define workers (hash-ref board 'workers '()))
-  (for ([m (in-list '((requests "fastcgi_worker_requests" counter "Requests answered by the worker")
+  (for ([m (in-list '((requests "fastcgi_worker_requests" counter "Requests handed to the app by the worker")
                       (active "fastcgi_worker_active" gauge "Requests the worker handles now")
                       (memory "fastcgi_worker_memory_bytes" gauge "Resident memory of the worker")))])
     (fprintf out "# HELP ~a ~a\n# TYPE ~a ~a\n" (second m) (fourth m) (second m) (third m))

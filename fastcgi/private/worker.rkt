@@ -45,7 +45,7 @@
                        #:board (λ (srv) (read-scoreboard (cfg-ref 'scoreboard)))
                        #:on-load-failure (λ (msg) (log-fastcgi-fatal "~a" msg) (flush-logging) (exit 3))))
   (report! "ready")
-  (thread (λ () (report-loop a report!)))
+  (thread (λ () (report-loop a (cfg-ref 'max-requests) report!)))
   ;; the manager is gone when its end of the control socket closes
   (define manager-gone (make-semaphore 0))
   (thread (λ ()
@@ -72,14 +72,14 @@
                     (running-server-address (app-running a)) (getpid))
   (serve-until-stopped a (cfg-ref 'graceful-timeout 30) never-evt))
 
-;; A running app: the server, its counters and its log files.
-(struct app (running requests slow access slow-log))
+;; A running app: the server, its slow-request count and its log files.
+(struct app (running slow access slow-log))
 ;; app-server : app -> server
 (define (app-server a) (running-server-server (app-running a)))
 
 ;; serve-app : hash listener #:report #:board #:on-load-failure -> app
-;; Loads the app and serves it on the listener, with the access and slow logs, the status
-;; and ping paths, and the max-requests report.
+;; Loads the app and serves it on the listener, with the access and slow logs and the
+;; status and ping paths.
 (define (serve-app cfg listener #:report report! #:board board #:on-load-failure fail)
   (define (cfg-ref k [default #f]) (hash-ref cfg k default))
   (define lim (apply make-limits* (cfg-ref 'limits '())))
@@ -90,17 +90,7 @@
       (load-app (cfg-ref 'app) lim)))
   (define access (and (cfg-ref 'access-log) (open-log-file (cfg-ref 'access-log))))
   (define slow-log (and (cfg-ref 'slow-log) (open-log-file (cfg-ref 'slow-log))))
-  (define requests (box 0))
   (define slow-count (box 0))
-  (define max-requests (cfg-ref 'max-requests))
-  (define recycle-asked? #f)
-  (define log-access! (if access (make-access-observer access) void))
-  (define (observer r ms)
-    (log-access! r ms)
-    (define n (counter-add! requests 1))
-    (when (and max-requests (>= n max-requests) (not recycle-asked?))
-      (set! recycle-asked? #t)
-      (report! "recycle after ~a requests (--max-requests)" n)))
   (define srv-box (box #f))
   (define handler
     (wrap-status-paths app-handler
@@ -110,9 +100,10 @@
   (define rs (start-server handler listener #:roles roles #:limits lim
                            #:allowed-clients (let ([a (cfg-ref 'allowed-clients)])
                                                (and a (parse-allowed-clients a)))
-                           #:observer observer))
+                           ;; no observer without an access log: nothing more per request
+                           #:observer (and access (make-access-observer access))))
   (set-box! srv-box (running-server-server rs))
-  (define a (app rs requests slow-count access slow-log))
+  (define a (app rs slow-count access slow-log))
   (when slow-log
     (thread (λ () (watch-slow (app-server a) slow-log (cfg-ref 'slow-threshold 5) slow-count))))
   (when (limits-request-timeout lim)
@@ -213,17 +204,22 @@
   (define sorted (sort pairs string<? #:key car))
   (keyword-apply make-limits (map (λ (p) (string->keyword (car p))) sorted) (map cdr sorted) '()))
 
-;; report-loop : app (string any ... -> void) -> none
+;; report-loop : app (or/c natural #f) (string any ... -> void) -> none
 ;; Every 0.1 s, the counters if they changed: cheap for the manager, prompt enough for
-;; its process manager (idle or busy) and its status page.
-(define (report-loop a report!)
+;; its process manager (idle or busy) and its status page. Requests are those handed to
+;; the app (the server's own count); past max-requests, the worker asks to be replaced,
+;; once.
+(define (report-loop a max-requests report!)
   (define srv (app-server a))
-  (let loop ([last #f])
+  (let loop ([last #f] [asked? #f])
     (sleep 0.1)
-    (define now (list (unbox (app-requests a)) (unbox (server-running srv))
+    (define requests (hash-ref (server-stats srv) 'requests 0))
+    (define now (list requests (unbox (server-running srv))
                       (hash-ref (server-stats srv) 'connections 0) (unbox (app-slow a))))
     (unless (equal? now last) (apply report! "stat ~a ~a ~a ~a" now))
-    (loop now)))
+    (define ask? (and max-requests (not asked?) (>= requests max-requests)))
+    (when ask? (report! "recycle after ~a requests (--max-requests)" requests))
+    (loop now (or asked? ask?))))
 
 ;; make-access-observer : log-file -> (fastcgi-request flonum -> void)
 (define (make-access-observer lf)

@@ -315,7 +315,7 @@ The options, grouped and described as @DFlag{help} prints them, then notes:
  @item{@DFlag{idle-timeout} @nonterm{secs} ---
        ``ondemand: seconds before an idle worker stops (default 10)''}
  @item{@DFlag{max-requests} @nonterm{n} ---
-       ``Replace a worker after it answered N requests (default: never)''}
+       ``Replace a worker after it took N requests (default: never)''}
  @item{@DFlag{max-memory} @nonterm{size} ---
        ``Replace a worker whose resident memory passes SIZE, e.g. 512m (default: never)''}
  @item{@DFlag{graceful-timeout} @nonterm{secs} ---
@@ -490,7 +490,7 @@ runs a manager process and several @deftech{worker} processes, as php-fpm does:
  @item{The manager never parses FastCGI and never loads the application; a worker does
        both. A broken or crashing app cannot take the manager down.}
  @item{Each worker reports to the manager over a unix socket in a private folder (mode
-       @octal{0700}): that it is ready, then its counters (requests answered, requests
+       @octal{0700}): that it is ready, then its counters (requests handed to the app, requests
        in flight, connections accepted, slow requests) every 0.1 s while they change.
        The manager reads each worker's resident memory from @filepath{/proc} once a second.}
  @item{A worker stops when the manager goes away: it gets SIGTERM from the kernel when its
@@ -529,7 +529,7 @@ closed after it; a new request on a connection that already has another in fligh
        from the second crash in a row the manager waits before the next start, 0.1 s and
        then twice as long each time, up to 30 s, and logs an error line with the pause
        (@tt{next start in 0.4 s}). A worker that lived longer resets the count.}
- @item{@bold{Recycling}: a worker that has answered @DFlag{max-requests} requests, or
+ @item{@bold{Recycling}: a worker that has taken @DFlag{max-requests} requests (handed to the app), or
        whose resident memory passes @DFlag{max-memory}, is replaced gracefully: the
        manager starts a fresh worker first, and only when that one is ready does the old
        one drain and exit. The old worker goes on serving meanwhile, so the limits are

@@ -32,6 +32,7 @@
          status-memory-kb
          reset-peak-memory!
          sha1-hex
+         port-length+sha1
          pattern-bytes
          write-pattern
          build-trampoline!)
@@ -296,6 +297,22 @@
 ;; sha1-hex : (or/c bytes input-port) -> string
 (define (sha1-hex v)
   (sha1 (if (bytes? v) (open-input-bytes v) v)))
+
+;; port-length+sha1 : input-port -> (values natural string)
+;; Streams the port through sha1, counting the bytes on the way: nothing is held whole.
+(define (port-length+sha1 in)
+  (define n 0)
+  (define counting
+    (make-input-port 'counting
+                     (λ (bs)
+                       (define k (read-bytes-avail!* bs in))
+                       (cond
+                         [(eqv? k 0) (wrap-evt in (λ (_) 0))]
+                         [else (when (exact-integer? k) (set! n (+ n k))) k]))
+                     #f
+                     void))
+  (define digest (sha1-hex counting))
+  (values n digest))
 
 ;; pattern-bytes : natural natural -> bytes
 ;; Bytes [start, end) of a deterministic stream that is not periodic at any small period,

@@ -35,21 +35,6 @@
   (define b (assq name (request-bindings req)))
   (and b (string? (cdr b)) (cdr b)))
 
-;; port-length+sha1 : input-port -> (values natural string)
-;; Streams the port through sha1, counting the bytes on the way: nothing is held whole.
-(define (port-length+sha1 in)
-  (define n 0)
-  (define counting
-    (make-input-port 'counting
-                     (λ (bs)
-                       (define k (read-bytes-avail!* bs in))
-                       (cond
-                         [(eqv? k 0) (wrap-evt in (λ (_) 0))]
-                         [else (when (exact-integer? k) (set! n (+ n k))) k]))
-                     #f
-                     void))
-  (define digest (sha1 counting))
-  (values n digest))
 
 ;; connection-number : fastcgi-request -> natural
 ;; The first request on a FastCGI connection gives the connection the next number.

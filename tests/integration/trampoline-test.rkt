@@ -20,20 +20,6 @@
   (define m (regexp-match (pregexp (format "(?:^|&)~a=([0-9]+)" key)) q))
   (and m (string->number (cadr m))))
 
-;; stream-length+sha1 : input-port -> (values natural string) ; nothing held whole
-(define (stream-length+sha1 in)
-  (define n 0)
-  (define counting
-    (make-input-port 'counting
-                     (λ (bs)
-                       (define k (read-bytes-avail!* bs in))
-                       (cond
-                         [(eqv? k 0) (wrap-evt in (λ (_) 0))]
-                         [else (when (exact-integer? k) (set! n (+ n k))) k]))
-                     #f
-                     void))
-  (define digest (sha1-hex counting))
-  (values n digest))
 
 (define text-head #"Status: 200 OK\r\nContent-Type: text/plain\r\n\r\n")
 
@@ -48,7 +34,7 @@
      (for ([p (in-list (fastcgi-request-params r))])
        (write-bytes (bytes-append (car p) #"=" (cdr p) #"\0") out))]
     [("/echo")
-     (define-values (n digest) (stream-length+sha1 (fastcgi-request-stdin r)))
+     (define-values (n digest) (port-length+sha1 (fastcgi-request-stdin r)))
      (write-bytes text-head out)
      (write-string (format "length=~a sha1=~a\n" n digest) out)]
     [("/download")
