@@ -60,6 +60,7 @@
          #:read-timeout (>/c 0)
          #:write-timeout (>/c 0)
          #:request-timeout timeout/c
+         #:max-queue-delay timeout/c
          #:drain-timeout (>/c 0))
         limits?)]
   [fastcgi-param (->* (fastcgi-request? (or/c bytes? string?)) (any/c) any)]

@@ -6,6 +6,7 @@
          web-server/dispatch
          web-server/http/bindings
          racket/file
+         (only-in racket/list make-list)
          rackunit
          web-server/http
          "../fastcgi/client.rkt"
@@ -79,7 +80,7 @@
                       void))
   (define-values (in to-server) (make-pipe))
   (define srv (server (servlet->handler hello default-limits) '(responder) default-limits
-                      (make-hasheq) void (box 0) (make-hasheq) #f #f))
+                      (make-hasheq) void (box 0) (make-hasheq) #f #f (box 0.0) (box (cons 0.0 0))))
   (define c (make-conn in out "test" srv))
   (define reader (thread (λ () (serve-connection c))))
   (write-bytes (record->bytes 'begin-request 1 (begin-request-content 'responder #t)) to-server)
@@ -138,5 +139,82 @@
      (check-equal? b2 (string->bytes/utf-8 "<p>Jörg</p>"))
      (define-values (s3 h3 b3) (fastcgi-request addr #:uri "/nothing-here"))
      (check-equal? s3 404))))
+
+
+;; ---------------------------------------------------------------------------------------
+;; Load shedding (max-queue-delay).
+
+;; work! : natural -> natural ; a fixed amount of computation (not of wall time: a spin
+;; on the clock would finish on time however many threads share the CPU)
+(define (work! n) (for/fold ([x 0]) ([i (in-range n)]) (bitwise-xor x (* i 7))))
+;; the count that takes about 20 ms here
+(define work-20ms
+  (let loop ([n 100000])
+    (define t0 (current-inexact-milliseconds))
+    (work! n)
+    (define ms (- (current-inexact-milliseconds) t0))
+    (if (< ms 10) (loop (* n 4)) (inexact->exact (round (* n (/ 20.0 ms)))))))
+(define (spin-ms ms) (work! (inexact->exact (round (* work-20ms (/ ms 20.0))))))
+
+(define (shed-app req)
+  (define path (url->string (request-uri req)))
+  (cond
+    [(regexp-match? #rx"^/cpu" path) (spin-ms 20)]
+    [(regexp-match? #rx"^/wait" path) (sleep 0.3)])
+  (response/output (λ (o) (write-bytes #"ok\n" o)) #:mime-type #"text/plain"))
+
+;; burst : address string natural [#:rate (or/c #f real)] -> (listof (cons status ms))
+;; n requests, all at once or started at a fixed rate (open loop: a slow answer does not
+;; delay the next start)
+(define (burst addr uri n #:rate [rate #f])
+  (define results (make-vector n #f))
+  (define t-start (current-inexact-milliseconds))
+  (define ths
+    (for/list ([i (in-range n)])
+      (when rate
+        (define due (+ t-start (* 1000.0 (/ i rate))))
+        (sync (alarm-evt due)))
+      (thread (λ ()
+                (define t0 (current-inexact-milliseconds))
+                (define-values (status headers body) (fastcgi-request addr #:uri uri #:timeout 60))
+                (vector-set! results i (cons status (- (current-inexact-milliseconds) t0)))))))
+  (for-each thread-wait ths)
+  (vector->list results))
+
+(test-case "max-queue-delay: CPU-bound overload gets fast 503s, served requests a bounded wait, then recovery"
+  (call-with-server
+   shed-app #:limits (make-limits #:max-queue-delay 0.1)
+   (λ (addr)
+     ;; 20 ms of CPU each, so about 50 a second fit; 150 a second for 3 s is 3 times that.
+     ;; Without shedding the queue would grow by 100 requests (2 s of work) a second.
+     (define rs (burst addr "/cpu" 450 #:rate 150))
+     (define ok (filter (λ (p) (= (car p) 200)) rs))
+     (define shed (filter (λ (p) (= (car p) 503)) rs))
+     (define (slowest ps) (if (null? ps) 0 (round (apply max (map cdr ps)))))
+     (printf "server-test: shedding: ~a served (slowest ~a ms), ~a shed (slowest ~a ms)\n"
+             (length ok) (slowest ok) (length shed) (slowest shed))
+     (check-equal? (+ (length ok) (length shed)) 450 "every request got 200 or 503")
+     (check-true (> (length shed) 100) (format "many were shed (~a of 450)" (length shed)))
+     (check-true (> (length ok) 50) (format "many were served (~a of 450)" (length ok)))
+     (check-true (< (slowest ok) 2500) (format "the slowest served request took ~a ms" (slowest ok)))
+     ;; as soon as the burst is over, requests are served again
+     (sleep 0.3)
+     (for ([i (in-range 5)])
+       (define-values (status headers body) (fastcgi-request addr #:uri "/cpu" #:timeout 10))
+       (check-equal? status 200 "served once the load is gone")))))
+
+(test-case "max-queue-delay: handlers waiting on I/O are not shed, however many"
+  (call-with-server
+   shed-app #:limits (make-limits #:max-queue-delay 0.1)
+   (λ (addr)
+     (define rs (burst addr "/wait" 300))
+     (check-equal? (map car rs) (make-list 300 200) "300 concurrent sleeping handlers all served"))))
+
+(test-case "max-queue-delay #f: no shedding, every request waits its turn"
+  (call-with-server
+   shed-app #:limits (make-limits #:max-queue-delay #f)
+   (λ (addr)
+     (define rs (burst addr "/cpu" 60))
+     (check-equal? (map car rs) (make-list 60 200)))))
 
 (delete-directory/files dir #:must-exist? #f)

@@ -20,7 +20,9 @@
 (provide serve-connection
          conn-close!
          check-request-timeouts!
-         stat-add!)
+         stat-add!
+         note-shed!
+         queue-delay-ms)
 
 ;; serve-connection : conn -> void
 ;; Runs the reader loop in the calling thread until the connection ends.
@@ -209,6 +211,46 @@
   (observe! c r)
   #f)
 
+;; queue-delay-ms : server -> flonum
+;; The CPU work ahead of a request admitted now: handlers running x the recent CPU cost of
+;; a request (see watch-queue-delay in server.rkt). Under processor sharing that is about
+;; how much later than alone the newcomer finishes.
+(define (queue-delay-ms srv)
+  (* (unbox (server-running srv)) (unbox (server-request-cost srv))))
+
+;; shed? : server limits -> boolean
+;; A request whose work ahead is over max-queue-delay is refused. This is a concurrency
+;; limit that follows what requests cost: 20 ms handlers get 25 at a time for 0.5 s, I/O
+;; waits get max-concurrent. With at least one admitted at any time, the served requests
+;; keep a bounded latency under any overload, and the rest get a fast 503.
+(define (shed? srv lim)
+  (define max-delay (limits-max-queue-delay lim))
+  (and max-delay (> (queue-delay-ms srv) (* 1000.0 max-delay))))
+
+;; shed! : conn request string -> #f
+;; Answers 503 before any handler ran, as reject! does, but logs at most one line a
+;; second for all the requests shed in it: an overload must not also flood the log.
+(define (shed! c r why)
+  (note-shed! (conn-server c) why)
+  (request-respond-status! r 503 "Service Unavailable")
+  (retire! c r)
+  (observe! c r)
+  #f)
+
+;; note-shed! : server string -> void ; counts a shed request, logs once a second
+(define (note-shed! srv why)
+  (stat-add! srv 'shed)
+  (define b (server-shed-note srv))
+  (define now (now-ms))
+  (start-atomic)
+  (define note (unbox b))
+  (define log? (> (- now (car note)) 1000.0))
+  (set-box! b (if log? (cons now 0) (cons (car note) (add1 (cdr note)))))
+  (end-atomic)
+  (when log?
+    (log-fastcgi-warning "overloaded: answered 503 (~a); ~a more shed since the last such line"
+                         why (cdr note))))
+
 ;; params-done! : conn request -> #f ; checks, then starts the handler
 (define (params-done! c r)
   (define srv (conn-server c))
@@ -225,10 +267,14 @@
     ;; connection at the moment the stop began (nginx does, between two requests) gets an
     ;; answer, not a 503. A newcomer on a multiplexed connection is refused, so a stream of
     ;; them cannot hold the stop open.
-    [(or (and (server-closing? srv) (> (hash-count (conn-requests c)) 1))
-         (>= (unbox (server-running srv)) (limits-max-concurrent lim)))
-     (reject! c r 503 "Service Unavailable"
-              (if (server-closing? srv) "server stopping" "over max-concurrent handlers"))]
+    [(and (server-closing? srv) (> (hash-count (conn-requests c)) 1))
+     (reject! c r 503 "Service Unavailable" "server stopping")]
+    [(>= (unbox (server-running srv)) (limits-max-concurrent lim))
+     (shed! c r (format "over ~a handlers running (max-concurrent)" (limits-max-concurrent lim)))]
+    [(shed? srv lim)
+     (shed! c r (format "~a ms of CPU work ahead, over the ~a ms allowed (max-queue-delay)"
+                        (inexact->exact (round (queue-delay-ms srv)))
+                        (inexact->exact (round (* 1000 (limits-max-queue-delay lim))))))]
     [else
      (cond
        [(eq? (fastcgi-request-role r) 'authorizer)

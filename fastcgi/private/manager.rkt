@@ -36,6 +36,7 @@
 (struct worker (id sp pid gen started-ms
                 [state #:mutable] [ready-ms #:mutable]
                 [requests #:mutable] [active #:mutable] [connections #:mutable] [slow #:mutable]
+                [shed #:mutable] [queue-delay #:mutable]
                 [rss #:mutable] [drain-deadline #:mutable] [recycle #:mutable]
                 [last-busy-ms #:mutable])
   #:transparent)
@@ -108,7 +109,7 @@
                   racket-exe "-N" "fastcgi-worker" "-t" (path->string worker-module)
                   "--" (format "~s" wcfg)))
     (define now (current-inexact-milliseconds))
-    (define w (worker next-id sp (subprocess-pid sp) g now 'starting #f 0 0 0 0 #f #f #f now))
+    (define w (worker next-id sp (subprocess-pid sp) g now 'starting #f 0 0 0 0 0 0 #f #f #f now))
     (hash-set! workers (worker-pid w) w)
     (log-fastcgi-debug "started worker ~a (generation ~a)" (worker-pid w) g)
     w)
@@ -183,6 +184,7 @@
     (total-add! 'requests (worker-requests w))
     (total-add! 'accepted_connections (worker-connections w))
     (total-add! 'slow_requests (worker-slow w))
+    (total-add! 'shed_requests (worker-shed w))
     (define status (subprocess-status (worker-sp w)))
     (define now (current-inexact-milliseconds))
     (cond
@@ -294,6 +296,7 @@
             'max_active_workers max-active
             'max_workers_reached (hash-ref totals 'max_workers_reached 0)
             'slow_requests (+ (hash-ref totals 'slow_requests 0) (sum worker-slow))
+            'shed_requests (+ (hash-ref totals 'shed_requests 0) (sum worker-shed))
             'restarts (hash-ref totals 'restarts 0)
             'recycled (hash-ref totals 'recycled 0)
             'reloads (hash-ref totals 'reloads 0)
@@ -309,6 +312,8 @@
                       'requests (worker-requests w)
                       'active (worker-active w)
                       'connections (worker-connections w)
+                      'shed (worker-shed w)
+                      'queue_delay (worker-queue-delay w)
                       'memory (or (worker-rss w) (json-null))
                       'start_time (/ (round (worker-started-ms w)) 1000.)
                       'uptime (exact-floor (/ (- now (worker-started-ms w)) 1000))))))
@@ -322,13 +327,15 @@
         [("ready") (ready! w) (publish! (current-inexact-milliseconds))]
         [("stat")
          (define ns (map string->number (rest words)))
-         (when (and (= 4 (length ns)) (andmap exact-nonnegative-integer? ns))
+         (when (and (= 6 (length ns)) (andmap exact-nonnegative-integer? ns))
            (when (or (positive? (second ns)) (> (first ns) (worker-requests w)))
              (set-worker-last-busy-ms! w (current-inexact-milliseconds)))
            (set-worker-requests! w (first ns))
            (set-worker-active! w (second ns))
            (set-worker-connections! w (third ns))
-           (set-worker-slow! w (fourth ns)))]
+           (set-worker-slow! w (fourth ns))
+           (set-worker-shed! w (fifth ns))
+           (set-worker-queue-delay! w (sixth ns)))]
         [("recycle") (recycle! w (string-join (rest words)))]
         [else (void)])))
 

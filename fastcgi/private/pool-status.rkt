@@ -66,6 +66,7 @@
     (max_active_workers "max active workers" max_active_workers gauge "Most workers active at once since start")
     (max_workers_reached "max workers reached" max_workers_reached counter "Times the pool wanted a worker past its maximum")
     (slow_requests "slow requests" slow_requests counter "Requests that ran past the slow threshold")
+    (shed_requests "shed requests" shed_requests counter "Requests answered 503 at once because the worker was overloaded (max-queue-delay, max-concurrent, max-connections)")
     (restarts "restarts" restarts counter "Workers started again after an unexpected exit")
     (recycled "recycled" recycled counter "Workers replaced after max-requests, max-memory or a stuck handler")
     (reloads "reloads" reloads counter "Reloads (SIGHUP) completed")
@@ -74,7 +75,7 @@
 ;; The per-worker columns: key, label.
 (define worker-columns
   '((pid "pid") (state "state") (generation "gen") (requests "requests") (active "active")
-    (connections "connections") (memory "memory") (uptime "uptime (s)")))
+    (connections "connections") (shed "shed") (queue_delay "delay (ms)") (memory "memory") (uptime "uptime (s)")))
 
 ;; value->string : any -> string
 (define (value->string v)
@@ -131,6 +132,8 @@
   (define workers (hash-ref board 'workers '()))
   (for ([m (in-list '((requests "fastcgi_worker_requests" counter "Requests handed to the app by the worker")
                       (active "fastcgi_worker_active" gauge "Requests the worker handles now")
+                      (shed "fastcgi_worker_shed" counter "Requests the worker answered 503 because it was overloaded")
+                      (queue_delay "fastcgi_worker_queue_delay_milliseconds" gauge "How long a runnable thread of the worker waits for the CPU (smoothed)")
                       (memory "fastcgi_worker_memory_bytes" gauge "Resident memory of the worker")))])
     (fprintf out "# HELP ~a ~a\n# TYPE ~a ~a\n" (second m) (fourth m) (second m) (third m))
     (for ([w (in-list workers)])

@@ -46,7 +46,7 @@
                       #:observer [observer #f])
   (define srv (server handler roles lim (make-hasheq)
                       (λ (c) (socket-shutdown-write! (conn-out c)))
-                      (box 0) (make-hasheq) #f observer))
+                      (box 0) (make-hasheq) #f observer (box 0.0) (box (cons 0.0 0))))
   (define conns (server-connections srv))
   (define slots (make-semaphore (limits-max-connections lim)))
   (define overflow (make-semaphore overflow-connections))
@@ -90,7 +90,7 @@
            [(eq? slot overflow)
             (stat-add! srv 'overflow)
             (thread (λ ()
-                      (refuse-overloaded in out peer lim)
+                      (refuse-overloaded in out peer srv)
                       (semaphore-post overflow)))
             (loop)]
            [else
@@ -98,6 +98,8 @@
             (thread (λ () (serve in out peer)))
             (loop)])))))
   (define watchdog (thread (λ () (watch-deadlines conns lim))))
+  (define delay-watch
+    (and (limits-max-queue-delay lim) (thread (λ () (watch-queue-delay srv)))))
   (log-fastcgi-info "listening on ~a" (listener-address listener))
   (define (stop #:timeout [timeout 30])
     (unless (server-closing? srv)
@@ -116,6 +118,7 @@
                              (log-escape (conn-peer c)) timeout)
         (conn-broken! c))
       (kill-thread watchdog)
+      (when delay-watch (kill-thread delay-watch))
       (log-fastcgi-info "stopped listening on ~a" (listener-address listener))))
   (running-server (listener-address listener) stop srv))
 
@@ -129,13 +132,14 @@
                   (string->bytes/utf-8 (format "Content-Length: ~a\r\n\r\n" (bytes-length body)))
                   body)))
 
-;; refuse-overloaded : input-port output-port string limits -> void
+;; refuse-overloaded : input-port output-port string server -> void
 ;; A connection past max-connections: the first BEGIN_REQUEST gets the 503 page and
 ;; END_REQUEST, then the connection is half-closed and drained (so the front reads the
 ;; answer rather than a reset) and closed. Records before it are skipped, at most one
 ;; record's content is held, and the whole exchange is bounded by first-byte-timeout
 ;; plus drain-timeout.
-(define (refuse-overloaded in out peer lim)
+(define (refuse-overloaded in out peer srv)
+  (define lim (server-limits srv))
   (define (close!)
     (with-handlers ([exn:fail? void]) (close-output-port out))
     (close-input-port in))
@@ -153,8 +157,7 @@
         (read-bytes (+ (* 256 (bytes-ref head 4)) (bytes-ref head 5) (bytes-ref head 6)) in)
         (cond
           [(and (= (bytes-ref head 1) (symbol->type 'begin-request)) (positive? id))
-           (log-fastcgi-warning "request ~a from ~a: over ~a connections: answered 503"
-                                id (log-escape peer) (limits-max-connections lim))
+           (note-shed! srv (format "over ~a connections (max-connections)" (limits-max-connections lim)))
            (write-bytes (bytes-append (record->bytes 'stdout id overloaded-page)
                                       (record->bytes 'stdout id #"")
                                       (record->bytes 'end-request id
@@ -165,6 +168,31 @@
           [else (loop)]))))
   (kill-thread timer)
   (close!))
+
+;; watch-queue-delay : server -> none
+;; Racket shares the CPU among runnable threads in short slices, so a request admitted
+;; behind N compute-bound handlers finishes about N handlers' work later. Ten times a
+;; second this estimates what one request costs: the process's CPU time over the requests
+;; started since the last estimate (smoothed; a handler longer than the interval is
+;; counted when the next request starts, so its cost is not lost). connection.rkt sheds a
+;; newcomer when handlers running x that cost, the work ahead of it, is over
+;; max-queue-delay. Handlers that wait on I/O cost little CPU, so they hardly count.
+(define (watch-queue-delay srv)
+  (define cost (server-request-cost srv))
+  (define stats (server-stats srv))
+  (let loop ([cpu0 (current-process-milliseconds)] [n0 (hash-ref stats 'requests 0)])
+    (sleep 0.1)
+    (define cpu (current-process-milliseconds))
+    (define n (hash-ref stats 'requests 0))
+    (cond
+      [(> n n0)
+       (define sample (exact->inexact (/ (- cpu cpu0) (- n n0))))
+       (define old (unbox cost))
+       (set-box! cost (if (zero? old) sample (+ (* 0.7 old) (* 0.3 sample))))
+       (loop cpu n)]
+      ;; nothing started and nothing running: the CPU went to housekeeping, not requests
+      [(zero? (unbox (server-running srv))) (loop cpu n)]
+      [else (loop cpu0 n0)])))
 
 ;; watch-deadlines : (hasheq conn #t) limits -> none
 ;; Once every quarter second, cut the connections whose read or write deadline has passed

@@ -25,7 +25,10 @@
                 running         ; box: handlers running now (for max-concurrent)
                 stats           ; mutable hasheq: symbol -> count, for status pages and tests
                 [closing? #:mutable] ; graceful stop under way: no new requests
-                observer)
+                observer
+                request-cost    ; box: flonum, recent CPU ms per request (watch-queue-delay)
+                shed-note)      ; box: (cons ms-of-last-log count-since), for the shed log line
+
   #:transparent)
 
 ;; Per connection. fd: the socket under the ports, read and written through the FFI

@@ -13,6 +13,7 @@
          racket/os
          racket/unix-socket
          "app.rkt"
+         (only-in "connection.rkt" queue-delay-ms)
          "limits.rkt"
          "log-file.rkt"
          "log.rkt"
@@ -183,10 +184,12 @@
           'active_workers (if (positive? running) 1 0)
           'idle_workers (if (positive? running) 0 1)
           'total_workers 1 'max_active_workers 1 'max_workers_reached 0
-          'slow_requests 0 'restarts 0 'recycled 0 'reloads 0 'reload_failures 0
+          'slow_requests 0 'shed_requests (hash-ref stats 'shed 0) 'restarts 0 'recycled 0 'reloads 0 'reload_failures 0
           'workers (list (hasheq 'pid (getpid) 'state (if (positive? running) "busy" "idle")
                                  'generation 1 'requests (hash-ref stats 'requests 0)
                                  'active running 'connections (hash-ref stats 'connections 0)
+                                 'shed (hash-ref stats 'shed 0)
+                                 'queue_delay (inexact->exact (round (queue-delay-ms srv)))
                                  'memory (or rss (json-null))
                                  'uptime (inexact->exact (floor (/ (- now start-ms) 1000)))))))
 
@@ -215,8 +218,10 @@
     (sleep 0.1)
     (define requests (hash-ref (server-stats srv) 'requests 0))
     (define now (list requests (unbox (server-running srv))
-                      (hash-ref (server-stats srv) 'connections 0) (unbox (app-slow a))))
-    (unless (equal? now last) (apply report! "stat ~a ~a ~a ~a" now))
+                      (hash-ref (server-stats srv) 'connections 0) (unbox (app-slow a))
+                      (hash-ref (server-stats srv) 'shed 0)
+                      (inexact->exact (round (queue-delay-ms srv)))))
+    (unless (equal? now last) (apply report! "stat ~a ~a ~a ~a ~a ~a" now))
     (define ask? (and max-requests (not asked?) (>= requests max-requests)))
     (when ask? (report! "recycle after ~a requests (--max-requests)" requests))
     (loop now (or asked? ask?))))

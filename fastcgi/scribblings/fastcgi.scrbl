@@ -358,6 +358,9 @@ The options, grouped and described as @DFlag{help} prints them, then notes:
        ``Most params per request (default 1000): 431 past it''}
  @item{@DFlag{max-concurrent} @nonterm{n} ---
        ``Most handlers running at once (default 1000): 503 past it''}
+ @item{@DFlag{max-queue-delay} @nonterm{secs} ---
+       ``Shed load: past SECS of CPU work ahead of it, a new request gets 503 (default 1;
+       off)'' (@secref["shedding"]).}
  @item{@DFlag{max-connections} @nonterm{n} --- ``Most open connections (default 1024)''}
  @item{@DFlag{max-requests-per-connection} @nonterm{n} ---
        ``Most live requests on one connection (default 100): OVERLOADED past it''}
@@ -616,11 +619,13 @@ in the accept queue: TCP only, read from @filepath{/proc/net/tcp}; @tt{null} for
 socket), @tt{active_workers} (with a request in flight), @tt{idle_workers},
 @tt{total_workers} (starting and draining included), @tt{max_active_workers} (since
 start, sampled 4 times a second), @tt{max_workers_reached}, @tt{slow_requests},
-@tt{restarts} (workers started again after an unexpected exit), @tt{recycled},
+@tt{shed_requests} (answered 503 at once because a worker was overloaded:
+@secref["shedding"]), @tt{restarts} (workers started again after an unexpected exit), @tt{recycled},
 @tt{reloads}, @tt{reload_failures}, and @tt{workers}: one object per worker process with
 @tt{pid}, @tt{state} (@tt{starting}, @tt{idle}, @tt{busy} or @tt{draining}),
-@tt{generation}, @tt{requests}, @tt{active}, @tt{connections}, @tt{memory} (resident
-bytes), @tt{start_time} and @tt{uptime}. A worker's counters are as fresh as its last
+@tt{generation}, @tt{requests}, @tt{active}, @tt{connections}, @tt{shed},
+@tt{queue_delay} (milliseconds of CPU work its running handlers have ahead, as
+@secref["shedding"] estimates it), @tt{memory} (resident bytes), @tt{start_time} and @tt{uptime}. A worker's counters are as fresh as its last
 report (0.1 s).
 
 @(image status-png #:scale 0.6)
@@ -800,6 +805,7 @@ used and a warning is logged.
           [#:read-timeout read-timeout (>/c 0) 30]
           [#:write-timeout write-timeout (>/c 0) 30]
           [#:request-timeout request-timeout (or/c #f (>/c 0)) #f]
+          [#:max-queue-delay max-queue-delay (or/c #f (>/c 0)) 1]
           [#:drain-timeout drain-timeout (>/c 0) 2])
          limits?]{
 
@@ -1171,6 +1177,11 @@ not run.
              does not catch it is answered 503 if nothing has been sent yet. A handler
              that is still running 5 s after the break has its request ended with
              @wire{END_REQUEST} (application status 1), and its later writes fail.})
+  (row @racket[#:max-queue-delay] @elem{1 s}
+       @elem{503 at once: a request whose params complete while the handlers running
+             have more than this much CPU work ahead of it, estimated as their number
+             times the recent CPU time per request (@secref["shedding"]). @racket[#f]
+             turns it off.})
   (row @racket[#:drain-timeout] @elem{2 s}
        @elem{When the server closes a connection gracefully, it half-closes it and reads
              and discards what the front still sends, for at most this long, before
@@ -1191,6 +1202,39 @@ Other answers given before a handler runs:
 A connection that is closed because of a timeout is closed at once: its live requests
 are aborted and get no @wire{END_REQUEST}. Answers and closes are logged at level
 @racket['warning] (@secref["logging"]).
+
+@subsection[#:tag "shedding"]{Overload: shedding load}
+
+A server that takes every request when more arrive than it can run only makes every
+request slow: Racket shares the CPU among the handlers in short slices, so with a
+hundred compute-bound handlers each one finishes a hundred times later than alone, and
+the front's own timeouts start to fail requests that were nearly done. Instead, each
+worker keeps the work it admits bounded, and answers the excess with a fast 503:
+
+@itemlist[
+ @item{@racket[#:max-queue-delay] (@DFlag{max-queue-delay}, default 1 s): ten times a
+       second the worker measures what a request costs, its CPU time over the requests
+       started (smoothed). A request whose params complete while the handlers running
+       times that cost is over the limit, the work ahead of it, gets 503 without running.
+       It is a concurrency limit that follows what requests cost: with 20 ms handlers
+       about 50 run at once; with handlers that wait on a database, little CPU each,
+       many more. At least one request is always admitted. Under a steady overload the
+       served requests keep a latency near the limit (more when other processes take
+       the CPU), and once the load drops requests are served again at once.}
+ @item{@racket[#:max-concurrent]: a fixed cap on handlers running, whatever they cost.}
+ @item{@racket[#:max-connections]: past it, up to 64 more connections are answered 503.}
+]
+
+A shed request is answered @tt{Status: 503 Service Unavailable} with
+@wire{END_REQUEST}, in about the time a hello-world request takes, and the connection
+stays open. The log gets at most one warning line a second for all of them
+(@tt{overloaded: answered 503 (... ms of CPU work ahead, over the 1000 ms allowed
+(max-queue-delay)); 412 more shed since the last such line}), and the status page counts
+them (@tt{shed_requests}, and per worker @tt{shed} and @tt{queue_delay}). Behind nginx,
+the 503 reaches the client as it is (@tt{fastcgi_next_upstream} does not retry a 503
+unless told @tt{http_503}; with several app hosts, telling it so sends the request to a
+less loaded one). The figures of an overload run are in
+@filepath{tests/reliability/RESULTS.md}.
 
 @; ---------------------------------------------------------------------------------------
 @section[#:tag "protocol"]{Protocol coverage}
