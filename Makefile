@@ -69,6 +69,26 @@ bench-quick: bench-deps
 bench-profile: bench-deps
 	$(RACKET) bench/profile.rkt
 
+# Load, overload, faults and soak through a real nginx (tests/reliability/run.rkt):
+# `make reliability` runs the fixed-rate, overload and fault scenarios (about 7 minutes;
+# RELIABILITY_SCALE multiplies their durations, RELIABILITY_ONLY picks some), `make soak`
+# runs the soak for SOAK_SECONDS (default an hour). Both print a table, write their part
+# of tests/reliability/RESULTS.md, and exit 1 when a request was lost that the fault did
+# not take.
+RELIABILITY_APT_PACKAGES := nginx wrk golang-go
+RELIABILITY_SCALE ?= 1
+SOAK_SECONDS ?= 3600
+.PHONY: reliability soak reliability-deps
+reliability-deps: install
+	@missing=""; for p in $(RELIABILITY_APT_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	if [ -n "$$missing" ]; then echo "installing:$$missing"; \
+	  $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq $$missing; fi
+	$(RACO) make -v tests/reliability/run.rkt tests/reliability/app.rkt
+reliability: reliability-deps
+	$(RACKET) tests/reliability/run.rkt --scale $(RELIABILITY_SCALE) $(if $(RELIABILITY_ONLY),--only $(RELIABILITY_ONLY))
+soak: reliability-deps
+	$(RACKET) tests/reliability/run.rkt --soak $(SOAK_SECONDS)
+
 # The CGI trampoline against libfcgi's cgi-fcgi and a Racket CGI script under Apache
 # mod_cgi (about a minute); writes bench/trampoline-results.md.
 .PHONY: bench-trampoline

@@ -46,7 +46,8 @@
                       #:observer [observer #f])
   (define srv (server handler roles lim (make-hasheq)
                       (λ (c) (socket-shutdown-write! (conn-out c)))
-                      (box 0) (make-hasheq) #f observer (box 0.0) (box (cons 0.0 0))))
+                      (box 0) (make-hasheq) #f observer (box 0.0) (box (cons 0.0 0))
+                      (make-thread-group)))
   (define conns (server-connections srv))
   (define slots (make-semaphore (limits-max-connections lim)))
   (define overflow (make-semaphore overflow-connections))
@@ -172,27 +173,32 @@
 ;; watch-queue-delay : server -> none
 ;; Racket shares the CPU among runnable threads in short slices, so a request admitted
 ;; behind N compute-bound handlers finishes about N handlers' work later. Ten times a
-;; second this estimates what one request costs: the process's CPU time over the requests
-;; started since the last estimate (smoothed; a handler longer than the interval is
-;; counted when the next request starts, so its cost is not lost). connection.rkt sheds a
+;; second this estimates what one request costs in wall-clock time: the process's CPU time
+;; over the requests started since the last estimate, divided by the share of a core the
+;; process got meanwhile when that was under a half (other processes took the rest, so
+;; its work goes that much slower), both smoothed. A handler longer than the interval is
+;; counted when the next request starts, so its cost is not lost. connection.rkt sheds a
 ;; newcomer when handlers running x that cost, the work ahead of it, is over
 ;; max-queue-delay. Handlers that wait on I/O cost little CPU, so they hardly count.
 (define (watch-queue-delay srv)
   (define cost (server-request-cost srv))
   (define stats (server-stats srv))
-  (let loop ([cpu0 (current-process-milliseconds)] [n0 (hash-ref stats 'requests 0)])
+  (let loop ([cpu0 (current-process-milliseconds)] [n0 (hash-ref stats 'requests 0)]
+             [t0 (current-inexact-monotonic-milliseconds)])
     (sleep 0.1)
     (define cpu (current-process-milliseconds))
     (define n (hash-ref stats 'requests 0))
+    (define t (current-inexact-monotonic-milliseconds))
     (cond
       [(> n n0)
-       (define sample (exact->inexact (/ (- cpu cpu0) (- n n0))))
+       (define share (max 0.5 (min 1.0 (/ (- cpu cpu0) (max 1.0 (- t t0))))))
+       (define sample (exact->inexact (/ (- cpu cpu0) (- n n0) share)))
        (define old (unbox cost))
        (set-box! cost (if (zero? old) sample (+ (* 0.7 old) (* 0.3 sample))))
-       (loop cpu n)]
+       (loop cpu n t)]
       ;; nothing started and nothing running: the CPU went to housekeeping, not requests
-      [(zero? (unbox (server-running srv))) (loop cpu n)]
-      [else (loop cpu0 n0)])))
+      [(zero? (unbox (server-running srv))) (loop cpu n t)]
+      [else (loop cpu0 n0 t0)])))
 
 ;; watch-deadlines : (hasheq conn #t) limits -> none
 ;; Once every quarter second, cut the connections whose read or write deadline has passed

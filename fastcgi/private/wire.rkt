@@ -27,7 +27,8 @@
                 [closing? #:mutable] ; graceful stop under way: no new requests
                 observer
                 request-cost    ; box: flonum, recent CPU ms per request (watch-queue-delay)
-                shed-note)      ; box: (cons ms-of-last-log count-since), for the shed log line
+                shed-note       ; box: (cons ms-of-last-log count-since), for the shed log line
+                handler-group)  ; thread group of every handler thread (see serve-connection)
 
   #:transparent)
 

@@ -1,0 +1,658 @@
+#lang racket/base
+;; `make reliability` and `make soak`: load, overload and faults through a real nginx in
+;; front of `raco fastcgi serve` (2 workers, unix socket, upstream keepalive), with the
+;; fixed-rate load of loadgen/ (open loop: latency counted from when each request was due).
+;;
+;;   racket tests/reliability/run.rkt [--scale F] [--only NAME,...] [--results FILE]
+;;   racket tests/reliability/run.rkt --soak SECONDS [--results FILE]
+;;
+;; Every run prints a table and rewrites its part of tests/reliability/RESULTS.md (the
+;; soak its own section). It exits 1 when a request was lost that did not have to be: a
+;; failure is unavoidable only when the process holding it was killed (nginx logged the
+;; exchange cut) or when nothing was listening (nginx logged the connect refused, or the
+;; client could not reach the front while it restarted).
+;;
+;; Traffic goes to 127.0.0.1 and a unix socket in a temporary folder only; every load is
+;; bounded by its rate and duration, every wait by a deadline.
+(require json
+         racket/cmdline
+         racket/file
+         racket/format
+         racket/list
+         racket/math
+         racket/port
+         racket/runtime-path
+         racket/string
+         racket/system
+         racket/tcp
+         "../../fastcgi/private/signals.rkt"
+         "../integration/lib.rkt"
+         "loadgen.rkt")
+
+(define-runtime-path app-file "app.rkt")
+(define-runtime-path default-results "RESULTS.md")
+
+(define raco (path->string (find-executable-path "raco")))
+(define nginx (require-program! "/usr/sbin/nginx" "nginx"))
+(define wrk (require-program! "/usr/bin/wrk" "wrk"))
+
+;; ---------------------------------------------------------------------------------------
+;; The pool and its front.
+
+;; dir: the run's folder; sock: the app's socket; pid-file: the manager's; manager: its
+;; process; port: nginx's; front: nginx's process (replaced when the front restarts).
+(struct ctx (dir sock pid-file manager port front bin) #:mutable)
+
+(define workers 2)
+(define serve-options
+  (list "--workers" (number->string workers) "--request-timeout" "2"
+        "--graceful-timeout" "20" "--status-path" "/status"))
+
+(define nginx-params
+  '(("REQUEST_METHOD" . "$request_method") ("REQUEST_URI" . "$request_uri")
+    ("QUERY_STRING" . "$query_string") ("SCRIPT_NAME" . "$fastcgi_script_name")
+    ("CONTENT_TYPE" . "$content_type") ("CONTENT_LENGTH" . "$content_length")
+    ("SERVER_PROTOCOL" . "$server_protocol") ("REMOTE_ADDR" . "$remote_addr")))
+
+;; nginx-conf : ctx -> string
+;; /upload streams the body to the app as it arrives, and /download/ passes the answer on
+;; as the client takes it, so that a client that goes away mid-way reaches the app.
+(define (nginx-conf c)
+  (define (in-dir name) (path->string (build-path (ctx-dir c) name)))
+  (define (location path . extra)
+    (string-append
+     (format "    location ~a {\n" path)
+     (string-append* (for/list ([p (in-list nginx-params)])
+                       (format "      fastcgi_param ~a ~a;\n" (car p) (cdr p))))
+     "      fastcgi_pass app;\n      fastcgi_keep_conn on;\n      fastcgi_read_timeout 60s;\n"
+     (string-append* (map (λ (e) (string-append "      " e "\n")) extra))
+     "    }\n"))
+  (string-append
+   "daemon off;\nmaster_process off;\nworker_processes 1;\nuser root;\n"
+   "worker_rlimit_nofile 20000;\n"
+   (format "pid ~a;\nerror_log ~a warn;\n" (in-dir "nginx.pid") (in-dir "nginx-error.log"))
+   "events { worker_connections 8192; }\nhttp {\n  access_log off;\n"
+   (string-append* (for/list ([t '("client_body" "fastcgi" "proxy" "uwsgi" "scgi")])
+                     (format "  ~a_temp_path ~a;\n" t (in-dir (string-append t "_temp")))))
+   (format "  upstream app { server unix:~a; keepalive 64; }\n" (ctx-sock c))
+   (format "  server {\n    listen 127.0.0.1:~a backlog=4096;\n    client_max_body_size 0;\n"
+           (ctx-port c))
+   (location "/")
+   (location "/upload" "fastcgi_request_buffering off;")
+   (location "/download/" "fastcgi_buffering off;")
+   "  }\n}\n"))
+
+;; start-front! : ctx -> void
+(define (start-front! c)
+  (define conf (build-path (ctx-dir c) "nginx.conf"))
+  (display-to-file (nginx-conf c) conf #:exists 'truncate)
+  (set-ctx-front! c (start-process "nginx" nginx (list "-c" (path->string conf) "-p" (path->string (ctx-dir c)))
+                                   #:dir (ctx-dir c)))
+  (wait-for-tcp (ctx-port c) 10))
+
+;; start-pool! : ctx -> void ; the manager, until every worker serves
+(define (start-pool! c)
+  (set-ctx-manager! c (start-process "manager" raco
+                                     (append (list "fastcgi" "serve" (path->string app-file)
+                                                   "--listen" (string-append "unix:" (ctx-sock c))
+                                                   "--pid-file" (ctx-pid-file c))
+                                             serve-options)
+                                     #:dir (ctx-dir c)))
+  (wait-until 60 "the workers to be ready"
+              (λ () (= workers (length (ready-workers c))))))
+
+;; board : ctx -> (or/c hash #f) ; the status the manager publishes
+(define (board c)
+  (with-handlers ([exn:fail? (λ (e) #f)])
+    (call-with-input-file (string-append (ctx-pid-file c) ".status.json") read-json)))
+
+(define (ready-workers c)
+  (for/list ([w (in-list (hash-ref (or (board c) (hasheq)) 'workers '()))]
+             #:when (member (hash-ref w 'state) '("idle" "busy")))
+    w))
+
+;; pool-pids : ctx -> (listof natural) ; the manager and every live worker
+(define (pool-pids c)
+  (define m (proc-pid (ctx-manager c)))
+  (cons m (for/list ([w (in-list (hash-ref (or (board c) (hasheq)) 'workers '()))]
+                     #:when (process-alive? (hash-ref w 'pid)))
+            (hash-ref w 'pid))))
+
+;; snapshot : ctx -> (cons kB fds) ; resident memory and open descriptors of the pool
+(define (snapshot c)
+  (for/fold ([kb 0] [fds 0] #:result (cons kb fds)) ([pid (in-list (pool-pids c))])
+    (with-handlers ([exn:fail? (λ (e) (values kb fds))])
+      (values (+ kb (status-memory-kb pid 'VmRSS))
+              (+ fds (length (directory-list (format "/proc/~a/fd" pid))))))))
+
+(define (url c path) (format "http://127.0.0.1:~a~a" (ctx-port c) path))
+
+;; error-log-mark / error-log-since : what nginx logged during a scenario
+(define (error-log-file c) (build-path (ctx-dir c) "nginx-error.log"))
+(define (error-log-mark c)
+  (if (file-exists? (error-log-file c)) (file-size (error-log-file c)) 0))
+(define (error-log-since c mark)
+  (define f (error-log-file c))
+  (if (file-exists? f)
+      (call-with-input-file f (λ (in) (file-position in mark) (port->lines in)))
+      '()))
+(define (count-lines lines rx) (for/sum ([l (in-list lines)]) (if (regexp-match? rx l) 1 0)))
+
+;; nginx's words for an exchange cut by the app's side (the process holding it died) and
+;; for a connect that found nothing listening
+(define cut-rx #rx"upstream prematurely closed|recv\\(\\) failed \\(104|readv\\(\\) failed \\(104")
+(define refused-rx #rx"connect\\(\\) to unix:.* failed \\((2|111):")
+
+;; ---------------------------------------------------------------------------------------
+;; Results.
+
+;; A row of the table. failed: requests not answered as they should have been;
+;; unavoidable: of those, the ones the fault itself took; extra: (listof string) notes.
+(struct row (name sent expected failed unavoidable p50 p99 max mem0 mem1 fds0 fds1 notes)
+  #:transparent)
+
+(define (lat res key [status #f])
+  (define l (if status
+                (hash-ref (hash-ref (hash-ref res 'latency) 'by_status (hasheq)) status #f)
+                (hash-ref (hash-ref res 'latency) 'all #f)))
+  (and l (positive? (hash-ref l 'n 0)) (hash-ref l key)))
+
+(define (status-count res code) (hash-ref (hash-ref res 'by_status) code 0))
+(define (error-count res [kind #f])
+  (define es (hash-ref res 'errors))
+  (if kind (hash-ref es kind 0) (for/sum ([v (in-hash-values es)]) v)))
+(define (non-200 res) (- (hash-ref res 'sent) (status-count res '|200|)))
+
+(define (fmt-ms v) (if v (~r v #:precision 1) "-"))
+(define (fmt-mb kb) (~r (/ kb 1024.0) #:precision 1))
+
+;; nines : natural natural -> string ; the share answered as expected, as "nines"
+(define (nines ok sent)
+  (cond
+    [(zero? sent) "-"]
+    [(= ok sent) "100%"]
+    [else (format "~a%" (~r (* 100.0 (/ ok sent)) #:precision 4))]))
+
+(define rows '())
+(define checks '())   ; (listof (cons boolean string)) : every pass/fail decision, for the file
+
+(define (add-row! r) (set! rows (append rows (list r))) (print-row r))
+(define (check! ok? what)
+  (set! checks (append checks (list (cons ok? what))))
+  (printf "  ~a ~a\n" (if ok? "ok  " "FAIL") what)
+  (flush-output))
+
+(define (print-row r)
+  (printf "~a: sent ~a, failed ~a (unavoidable ~a), p50 ~a p99 ~a max ~a ms, memory ~a -> ~a MiB, fds ~a -> ~a\n"
+          (row-name r) (row-sent r) (row-failed r) (row-unavoidable r)
+          (fmt-ms (row-p50 r)) (fmt-ms (row-p99 r)) (fmt-ms (row-max r))
+          (fmt-mb (row-mem0 r)) (fmt-mb (row-mem1 r)) (row-fds0 r) (row-fds1 r))
+  (for ([n (in-list (row-notes r))]) (printf "    ~a\n" n))
+  (flush-output))
+
+;; settle : ctx -> (cons kB fds) ; the pool's figures once the run's connections are gone
+(define (settle c)
+  (sleep 2)
+  (snapshot c))
+
+;; ---------------------------------------------------------------------------------------
+;; Scenarios.
+
+(define scale (make-parameter 1.0))
+(define (secs s) (max 3.0 (* s (scale))))
+
+(define steady-mix "/hello=80,/cpu/1=10,/slow/20=10")
+
+;; steady : ctx real -> void ; a fixed rate for 60 s: every request must be a 200
+(define (steady c rate)
+  (define s0 (snapshot c))
+  (define mark (error-log-mark c))
+  (define res (run-loadgen (ctx-bin c) #:url (url c "/") #:mix steady-mix #:rate rate
+                           #:seconds (secs 60) #:timeout 30))
+  (define s1 (settle c))
+  (define failed (non-200 res))
+  (add-row! (row (format "steady ~a req/s, ~a s" rate (secs 60)) (hash-ref res 'sent) "200"
+                 failed 0 (lat res 'p50) (lat res 'p99) (lat res 'max)
+                 (car s0) (car s1) (cdr s0) (cdr s1)
+                 (list (format "mix ~a; answered 200: ~a (~a); achieved ~a req/s; generator dropped ~a"
+                               steady-mix (status-count res '|200|)
+                               (nines (status-count res '|200|) (hash-ref res 'sent))
+                               (~r (hash-ref res 'achieved_rate) #:precision 1)
+                               (hash-ref res 'gen_dropped))
+                       (format "p99.9 ~a ms; nginx error lines: ~a"
+                               (fmt-ms (lat res 'p999)) (length (error-log-since c mark))))))
+  (check! (zero? failed) (format "steady ~a req/s: every request answered 200" rate)))
+
+;; capacity : ctx string -> real ; closed-loop requests/s of path (wrk, 32 connections)
+(define (capacity c path)
+  (define-values (st out err)
+    (run-program wrk (list "-t1" "-c32" "-d5s" (url c path)) #:timeout 30))
+  (define m (regexp-match #rx#"Requests/sec: *([0-9.]+)" out))
+  (unless m (error 'reliability "wrk gave no rate: ~a ~a" out err))
+  (string->number (bytes->string/latin-1 (cadr m))))
+
+;; overload : ctx -> void
+;; 3 x capacity of a 5 ms handler for 30 s, then half of capacity for 10 s.
+(define (overload c)
+  (define path "/cpu/5")
+  (define cap (capacity c path))
+  (sleep 2)
+  (define restarts0 (hash-ref (or (board c) (hasheq)) 'restarts 0))
+  (define shed0 (hash-ref (or (board c) (hasheq)) 'shed_requests 0))
+  (define s0 (snapshot c))
+  (define peak (box (car s0)))
+  (define sampler (thread (λ () (let loop ()
+                                  (sleep 0.5)
+                                  (set-box! peak (max (unbox peak) (car (snapshot c))))
+                                  (loop)))))
+  (define over-secs (secs 30))
+  (define rate (* 3 cap))
+  (define h1 (start-loadgen (ctx-bin c) #:url (url c path) #:rate rate #:seconds over-secs
+                            #:timeout 30 #:max-inflight 6000))
+  (sleep over-secs)
+  (define h2 (start-loadgen (ctx-bin c) #:url (url c path) #:rate (* 0.5 cap) #:seconds (secs 10)
+                            #:timeout 30 #:seed 2))
+  (define r1 (loadgen-wait h1))
+  (define r2 (loadgen-wait h2))
+  (kill-thread sampler)
+  (define s1 (settle c))
+  (define b (or (board c) (hasheq)))
+  (define restarts (- (hash-ref b 'restarts 0) restarts0))
+  (define ok1 (status-count r1 '|200|))
+  (define shed1 (status-count r1 '|503|))
+  (define other1 (- (hash-ref r1 'sent) ok1 shed1))
+  (add-row! (row (format "overload 3x (~a req/s) for ~a s" (~r rate #:precision 0) over-secs)
+                 (hash-ref r1 'sent) "200 or fast 503" other1 0
+                 (lat r1 'p50 '|200|) (lat r1 'p99 '|200|) (lat r1 'max '|200|)
+                 (car s0) (car s1) (cdr s0) (cdr s1)
+                 (list (format "capacity of ~a measured first: ~a req/s (wrk, 32 connections, 5 s)"
+                               path (~r cap #:precision 0))
+                       (format "served 200: ~a (~a req/s); shed 503: ~a (p50 ~a, p99 ~a, max ~a ms); other: ~a; errors ~a"
+                               ok1 (~r (/ ok1 over-secs) #:precision 0) shed1
+                               (fmt-ms (lat r1 'p50 '|503|)) (fmt-ms (lat r1 'p99 '|503|))
+                               (fmt-ms (lat r1 'max '|503|)) other1 (hash-ref r1 'errors))
+                       (format "latency above is of the served requests; pool peak memory ~a MiB; shed counted by the pool: ~a; workers restarted: ~a"
+                               (fmt-mb (unbox peak))
+                               (- (hash-ref b 'shed_requests 0) shed0) restarts))))
+  (define ok2 (status-count r2 '|200|))
+  (define first-second (let ([ss (hash-ref r2 'seconds '())]) (and (pair? ss) (car ss))))
+  (add-row! (row (format "recovery: 0.5x (~a req/s) right after, ~a s" (~r (* 0.5 cap) #:precision 0) (secs 10))
+                 (hash-ref r2 'sent) "200" (non-200 r2)
+                 (let ([fs (hash-ref r2 'seconds '())])   ; the first second: the queue drains
+                   (if (pair? fs) (- (hash-ref (car fs) 'sent) (hash-ref (car fs) 's200)) 0))
+                 (lat r2 'p50) (lat r2 'p99) (lat r2 'max)
+                 (car s0) (car s1) (cdr s0) (cdr s1)
+                 (list (format "answered 200: ~a of ~a; first second: ~a sent, ~a answered 200, p99 ~a ms"
+                               ok2 (hash-ref r2 'sent)
+                               (if first-second (hash-ref first-second 'sent) "-")
+                               (if first-second (hash-ref first-second 's200) "-")
+                               (if first-second (fmt-ms (hash-ref first-second 'p99)) "-")))))
+  (check! (zero? other1) "overload: every request got a 200 or a 503, nothing else (no timeout, no 502)")
+  (check! (> shed1 0) "overload: the excess was shed")
+  (check! (>= ok1 (* 0.5 cap over-secs)) "overload: the pool still served at least half its capacity")
+  (check! (let ([p99 (lat r1 'p99 '|503|)]) (and p99 (< p99 1000))) "overload: the 503s were fast (p99 under 1 s)")
+  (check! (let ([mx (lat r1 'max '|200|)]) (and mx (< mx 10000))) "overload: served requests kept a bounded latency (max under 10 s)")
+  (check! (zero? restarts) "overload: no worker died")
+  (define late-failed
+    (for/sum ([b (in-list (hash-ref r2 'seconds '()))] #:when (>= (hash-ref b 't) 1))
+      (- (hash-ref b 'sent) (hash-ref b 's200))))
+  (check! (zero? late-failed)
+          (format "recovery: from the second second on, every request answered 200 (the first second drains the queue admitted under overload: ~a of ~a answered 200)"
+                  (if first-second (hash-ref first-second 's200) "-")
+                  (if first-second (hash-ref first-second 'sent) "-"))))
+
+;; with-background : ctx (hash -> void) #:rate #:seconds #:mix (-> void) -> (values res lines)
+;; Runs the background load, calls fault at a third of it, waits, and returns the load's
+;; result with the nginx error lines of the scenario.
+(define (under-load c fault #:rate [rate 200] #:seconds [seconds 12] #:mix [mix "/hello=90,/slow/50=10"])
+  (define mark (error-log-mark c))
+  (define s (secs seconds))
+  (define h (start-loadgen (ctx-bin c) #:url (url c "/") #:mix mix #:rate rate #:seconds s #:timeout 30))
+  (sleep (/ s 3))
+  (define info (fault))
+  (define res (loadgen-wait h))
+  (values res (error-log-since c mark) info))
+
+(define (fault-row! name c s0 res lines unavoidable notes)
+  (define s1 (settle c))
+  (define failed (non-200 res))
+  (define r (row name (hash-ref res 'sent) "200" failed (min failed unavoidable)
+                 (lat res 'p50) (lat res 'p99) (lat res 'max)
+                 (car s0) (car s1) (cdr s0) (cdr s1)
+                 (append notes
+                         (list (format "statuses ~a, errors ~a; nginx: ~a exchanges cut by the app side, ~a connects refused"
+                                       (jsexpr->string (hash-ref res 'by_status))
+                                       (jsexpr->string (hash-ref res 'errors))
+                                       (count-lines lines cut-rx) (count-lines lines refused-rx))))))
+  (add-row! r)
+  (check! (<= failed unavoidable) (format "~a: no request lost that the fault did not take" name))
+  r)
+
+(define (fault-kill c)
+  (define s0 (snapshot c))
+  (define victim #f)
+  (define-values (res lines info)
+    (under-load c (λ ()
+                    (define ws (ready-workers c))
+                    (define w (argmax (λ (w) (hash-ref w 'active 0)) ws))
+                    (set! victim w)
+                    (send-signal! (hash-ref w 'pid) SIGKILL))))
+  (wait-until 30 "a replacement worker" (λ () (= workers (length (ready-workers c)))))
+  (define cut (count-lines lines cut-rx))
+  (fault-row! "worker SIGKILLed" c s0 res lines cut
+              (list (format "killed pid ~a, which had ~a requests in flight by its last report"
+                            (hash-ref victim 'pid) (hash-ref victim 'active 0))
+                    "unavoidable: the exchanges nginx saw cut (held by the killed worker)")))
+
+(define (fault-side c name path rate expect-status)
+  (define s0 (snapshot c))
+  (define side #f)
+  (define-values (res lines info)
+    (under-load c (λ ()
+                    (set! side (start-loadgen (ctx-bin c) #:url (url c path) #:rate rate
+                                              #:seconds (secs 4) #:timeout 30 #:seed 3)))))
+  (define side-res (loadgen-wait side))
+  (define wrong (- (hash-ref side-res 'sent) (status-count side-res expect-status)))
+  (fault-row! name c s0 res lines 0
+              (list (format "~a at ~a req/s alongside: ~a sent, ~a answered ~a (p50 ~a ms), ~a otherwise"
+                            path rate (hash-ref side-res 'sent) (status-count side-res expect-status)
+                            expect-status (fmt-ms (lat side-res 'p50)) wrong)))
+  (check! (zero? wrong) (format "~a: every ~a answered ~a" name path expect-status)))
+
+;; abandon-upload : ctx natural natural -> void ; declares total bytes, sends some, leaves
+(define (abandon-upload c total sent)
+  (define-values (in out) (tcp-connect "127.0.0.1" (ctx-port c)))
+  (with-handlers ([exn:fail? void])
+    (write-string (format "POST /upload HTTP/1.1\r\nHost: localhost\r\nContent-Length: ~a\r\nContent-Type: application/octet-stream\r\n\r\n" total) out)
+    (define piece (make-bytes 65536 65))
+    (for ([_ (in-range (quotient sent 65536))]) (write-bytes piece out))
+    (flush-output out)
+    (sleep 0.2))
+  (close-output-port out)
+  (close-input-port in))
+
+;; abandon-download : ctx natural natural -> void ; asks for total bytes, reads some, leaves
+(define (abandon-download c total taken)
+  (define-values (in out) (tcp-connect "127.0.0.1" (ctx-port c)))
+  (with-handlers ([exn:fail? void])
+    (write-string (format "GET /download/~a HTTP/1.1\r\nHost: localhost\r\n\r\n" total) out)
+    (flush-output out)
+    (let loop ([left taken])
+      (when (positive? left)
+        (define bs (sync/timeout 10 (read-bytes-evt (min left 65536) in)))
+        (when (bytes? bs) (loop (- left (bytes-length bs)))))))
+  (close-output-port out)
+  (close-input-port in))
+
+(define (fault-disconnect c name abandon! count what)
+  (define s0 (snapshot c))
+  (define-values (res lines info)
+    (under-load c (λ ()
+                    (define ths (for/list ([i (in-range 4)])
+                                  (thread (λ () (for ([_ (in-range (quotient count 4))]) (abandon! c))))))
+                    (for-each thread-wait ths))))
+  ;; the app still takes a whole upload and gives a whole download afterwards
+  (define up (http-request (ctx-port c) "/upload" #:method "POST" #:data (make-bytes (* 2 1024 1024) 66)
+                           #:timeout 30))
+  (define down (http-request (ctx-port c) "/download/3000000" #:timeout 30))
+  (define r (fault-row! name c s0 res lines 0
+                        (list (format "~a clients ~a; then a 2 MiB upload answered ~a ~s, a 3 MB download gave ~a bytes"
+                                      count what (http-response-status up)
+                                      (string-trim (bytes->string/latin-1 (http-response-body up)))
+                                      (bytes-length (http-response-body down))))))
+  (check! (and (= 200 (http-response-status up)) (equal? (http-response-body up) #"2097152\n")
+               (= 3000000 (bytes-length (http-response-body down))))
+          (format "~a: a whole upload and download work afterwards" name))
+  (check! (<= (row-fds1 r) (+ (row-fds0 r) 4)) (format "~a: no descriptor left open" name)))
+
+(define (fault-front-restart c)
+  (define s0 (snapshot c))
+  (define down-ms #f)
+  (define-values (res lines info)
+    (under-load c (λ ()
+                    (define t0 (current-inexact-milliseconds))
+                    (define old (ctx-front c))
+                    (send-signal! (proc-pid old) SIGQUIT)   ; graceful: finishes what it holds
+                    (unless (sync/timeout 20 (proc-subprocess old))
+                      (error 'reliability "nginx did not quit within 20 s"))
+                    (stop-process! old)
+                    (start-front! c)
+                    (set! down-ms (- (current-inexact-milliseconds) t0)))))
+  (define refused (error-count res 'connect))
+  (fault-row! "front restarted (nginx quit gracefully, started again)" c s0 res lines refused
+              (list (format "the front was away for ~a ms; unavoidable: the requests that found no front (connect refused: ~a)"
+                            (~r down-ms #:precision 0) refused))))
+
+(define (fault-reload c)
+  (define s0 (snapshot c))
+  (define gen0 (hash-ref (or (board c) (hasheq)) 'generation 1))
+  (define-values (res lines info)
+    (under-load c (λ () (send-signal! (proc-pid (ctx-manager c)) SIGHUP))))
+  (wait-until 60 "the new generation" (λ () (> (hash-ref (or (board c) (hasheq)) 'generation 1) gen0)))
+  (wait-until 60 "the old generation gone"
+              (λ () (for/and ([w (in-list (hash-ref (or (board c) (hasheq)) 'workers '()))])
+                      (> (hash-ref w 'generation) gen0))))
+  (fault-row! "reload (SIGHUP to the manager)" c s0 res lines 0
+              (list (format "generation ~a -> ~a" gen0 (hash-ref (or (board c) (hasheq)) 'generation 1)))))
+
+;; graceful stop: the last scenario, as it ends the pool
+(define (fault-stop c)
+  (define s0 (snapshot c))
+  (define status #f)
+  (define-values (res lines info)
+    (under-load c #:mix "/hello=80,/slow/1000=20" #:rate 100
+                (λ ()
+                  (send-signal! (proc-pid (ctx-manager c)) SIGTERM)
+                  (unless (sync/timeout 30 (proc-subprocess (ctx-manager c)))
+                    (error 'reliability "the manager did not stop within 30 s"))
+                  (set! status (subprocess-status (proc-subprocess (ctx-manager c)))))))
+  (define refused (count-lines lines refused-rx))
+  (define s1 (cons 0 0))
+  (define failed (non-200 res))
+  (define r (row "graceful stop (SIGTERM to the manager)" (hash-ref res 'sent) "200"
+                 failed (min failed refused) (lat res 'p50) (lat res 'p99) (lat res 'max)
+                 (car s0) (car s1) (cdr s0) (cdr s1)
+                 (list (format "manager exit status ~a; socket file left: ~a" status (file-exists? (ctx-sock c)))
+                       (format "statuses ~a; unavoidable: the requests nginx could not hand to anyone after the stop (connect refused: ~a); cut by the app side: ~a"
+                               (jsexpr->string (hash-ref res 'by_status)) refused (count-lines lines cut-rx))
+                       "memory and fds after: the pool is gone (0)")))
+  (add-row! r)
+  (check! (and (eqv? status 0) (not (file-exists? (ctx-sock c))))
+          "graceful stop: exit status 0, socket file removed")
+  (check! (<= failed refused) "graceful stop: every request the pool had taken was answered"))
+
+;; ---------------------------------------------------------------------------------------
+;; Soak.
+
+(define (soak c seconds)
+  (define s0 (snapshot c))
+  (define mix "/hello=60,/cpu/2=10,/slow/50=10,/download/100000=10,/status=10")
+  (define h (start-loadgen (ctx-bin c) #:url (url c "/") #:mix mix #:rate 300 #:seconds seconds #:timeout 30))
+  (define up (start-loadgen (ctx-bin c) #:url (url c "/upload") #:method "POST" #:body-bytes (* 256 1024)
+                            #:rate 10 #:seconds seconds #:timeout 30 #:seed 5))
+  (define t0 (current-inexact-milliseconds))
+  (define samples
+    (let loop ([acc '()])
+      (define t (/ (- (current-inexact-milliseconds) t0) 1000.0))
+      (cond
+        [(> t seconds) (reverse acc)]
+        [else
+         (define s (snapshot c))
+         (printf "soak ~a s: memory ~a MiB, fds ~a\n" (~r t #:precision 0) (fmt-mb (car s)) (cdr s))
+         (flush-output)
+         (sleep 10)
+         (loop (cons (list t (car s) (cdr s)) acc))])))
+  (define res (loadgen-wait h))
+  (define up-res (loadgen-wait up))
+  (define s1 (settle c))
+  (define failed (+ (non-200 res) (non-200 up-res)))
+  ;; flat: after the first fifth (warm-up), the last fifth stays within 10% (or 8 MiB) of
+  ;; the second fifth, and the descriptors within 8
+  (define n (length samples))
+  (define (window from to) (for/list ([s (in-list samples)] [i (in-naturals)]
+                                      #:when (and (>= i (floor (* n from))) (< i (ceiling (* n to)))))
+                             s))
+  (define (mean xs) (if (null? xs) 0 (/ (apply + xs) (length xs))))
+  (define early (window 0.2 0.4))
+  (define late (window 0.8 1.0))
+  (define mem-early (mean (map second early)))
+  (define mem-late (mean (map second late)))
+  (define fds-early (apply max 0 (map third early)))
+  (define fds-late (apply max 0 (map third late)))
+  (values res up-res samples s0 s1 failed mem-early mem-late fds-early fds-late mix))
+
+;; ---------------------------------------------------------------------------------------
+;; The results file.
+
+(define (machine-lines)
+  (define (cmd s) (string-trim (with-output-to-string (λ () (system s)))))
+  (list (format "- date: ~a" (cmd "date -u '+%Y-%m-%d %H:%M UTC'"))
+        (format "- machine: ~a cores, ~a; ~a" (cmd "nproc") (cmd "uname -sr")
+                (cmd "grep -m1 'model name' /proc/cpuinfo | cut -d: -f2"))
+        (format "- ~a; ~a; load average before the run: ~a"
+                (cmd "racket --version") (cmd "/usr/sbin/nginx -v 2>&1") (cmd "cut -d' ' -f1-3 /proc/loadavg"))
+        (format "- the pool: `raco fastcgi serve tests/reliability/app.rkt ~a` on a unix socket; nginx 1 worker, upstream keepalive 64, fastcgi_keep_conn on"
+                (string-join serve-options))))
+
+(define (row->md r)
+  (format "| ~a | ~a | ~a | ~a | ~a | ~a | ~a / ~a / ~a | ~a → ~a | ~a → ~a |"
+          (row-name r) (row-sent r) (row-expected r)
+          (- (row-sent r) (row-failed r)) (row-failed r) (row-unavoidable r)
+          (fmt-ms (row-p50 r)) (fmt-ms (row-p99 r)) (fmt-ms (row-max r))
+          (fmt-mb (row-mem0 r)) (fmt-mb (row-mem1 r)) (row-fds0 r) (row-fds1 r)))
+
+;; replace-section : path string string -> void ; between <!-- NAME --> markers
+(define (replace-section! file name text)
+  (define begin-m (format "<!-- ~a -->" name))
+  (define end-m (format "<!-- /~a -->" name))
+  (define old (if (file-exists? file) (file->string file)
+                  "# Reliability results\n\n<!-- reliability -->\n<!-- /reliability -->\n\n<!-- soak -->\n<!-- /soak -->\n"))
+  (define rx (regexp (string-append (regexp-quote begin-m) "(?s:.*)" (regexp-quote end-m))))
+  (define new-block (string-append begin-m "\n" text "\n" end-m))
+  (display-to-file (if (regexp-match? rx old)
+                       (regexp-replace rx old (regexp-replace-quote new-block))
+                       (string-append old "\n" new-block "\n"))
+                   file #:exists 'truncate))
+
+(define (write-reliability! file command)
+  (replace-section!
+   file "reliability"
+   (string-join
+    (append
+     (list "## `make reliability`" ""
+           (format "Command: `~a`" command) "")
+     (machine-lines)
+     (list ""
+           "Latency is from when each request was due (open loop), in ms: p50 / p99 / max. Memory is the resident memory of the manager and its workers together, and fds their open descriptors, before the scenario and 2 s after it."
+           ""
+           "| scenario | sent | expected | as expected | failed | of which unavoidable | latency ms | memory MiB | fds |"
+           "|---|---|---|---|---|---|---|---|---|")
+     (map row->md rows)
+     (list "" "Notes per scenario:" "")
+     (append* (for/list ([r (in-list rows)])
+                (cons (format "- **~a**" (row-name r))
+                      (map (λ (n) (string-append "  - " n)) (row-notes r)))))
+     (list "" "Checks:" "")
+     (for/list ([c (in-list checks)]) (format "- ~a ~a" (if (car c) "pass:" "**FAIL:**") (cdr c))))
+    "\n")))
+
+;; ---------------------------------------------------------------------------------------
+
+(define (call-with-ctx proc)
+  (call-with-temp-dir
+   "fcgi-rel"
+   (λ (dir)
+     (printf "building the load generator...\n") (flush-output)
+     (define bin (build-loadgen! dir))
+     (define c (ctx dir (path->string (build-path dir "app.sock")) (path->string (build-path dir "manager.pid"))
+                    #f (car (free-ports 1)) #f bin))
+     (dynamic-wind
+      void
+      (λ ()
+        (start-pool! c)
+        (start-front! c)
+        ;; warm the app and nginx's connections
+        (run-loadgen bin #:url (url c "/hello") #:rate 200 #:seconds 2)
+        (proc c))
+      (λ ()
+        (when (ctx-front c) (stop-process! (ctx-front c)))
+        (when (ctx-manager c) (stop-process! (ctx-manager c) #:timeout 30)))))))
+
+(module+ main
+  (define only #f)
+  (define soak-seconds #f)
+  (define results-file default-results)
+  (command-line
+   #:program "reliability"
+   #:once-each
+   [("--scale") f "Multiply every duration by F (default 1; at least 3 s each)"
+    (scale (string->number f))]
+   [("--only") names "Run only these scenarios: steady100,steady1000,overload,kill,raise,hang,upload,download,front,reload,stop"
+    (set! only (string-split names ","))]
+   [("--soak") seconds "Run the soak for SECONDS instead of the scenarios"
+    (set! soak-seconds (string->number seconds))]
+   [("--results") file "Write the results here (default tests/reliability/RESULTS.md)"
+    (set! results-file file)])
+  (define command
+    (string-join (cons "racket tests/reliability/run.rkt"
+                       (vector->list (current-command-line-arguments)))))
+  (define (run? name) (or (not only) (member name only)))
+  (cond
+    [soak-seconds
+     (call-with-ctx
+      (λ (c)
+        (define-values (res up-res samples s0 s1 failed mem-early mem-late fds-early fds-late mix)
+          (soak c soak-seconds))
+        (define mem-ok? (<= mem-late (max (* 1.10 mem-early) (+ mem-early 8192))))
+        (define fds-ok? (<= fds-late (+ fds-early 8)))
+        (printf "soak: ~a requests and ~a uploads, ~a not 200; memory ~a -> ~a MiB; fds ~a -> ~a\n"
+                (hash-ref res 'sent) (hash-ref up-res 'sent) failed
+                (fmt-mb mem-early) (fmt-mb mem-late) fds-early fds-late)
+        (replace-section!
+         results-file "soak"
+         (string-join
+          (append
+           (list (format "## Soak: ~a s (`make soak` runs an hour)" soak-seconds) ""
+                 (format "Command: `~a`" command) "")
+           (machine-lines)
+           (list ""
+                 (format "Load: ~a at 300 req/s, and 256 KiB uploads to /upload at 10 req/s, both for ~a s."
+                         mix soak-seconds)
+                 ""
+                 (format "- requests: ~a sent, ~a answered 200 (~a), p50 ~a ms, p99 ~a ms, max ~a ms"
+                         (hash-ref res 'sent) (status-count res '|200|)
+                         (nines (status-count res '|200|) (hash-ref res 'sent))
+                         (fmt-ms (lat res 'p50)) (fmt-ms (lat res 'p99)) (fmt-ms (lat res 'max)))
+                 (format "- uploads: ~a sent, ~a answered 200" (hash-ref up-res 'sent) (status-count up-res '|200|))
+                 (format "- memory of the pool (manager and workers), mean of the second fifth of the run: ~a MiB; of the last fifth: ~a MiB: ~a"
+                         (fmt-mb mem-early) (fmt-mb mem-late) (if mem-ok? "flat (within 10% or 8 MiB)" "**GREW**"))
+                 (format "- open descriptors, most in the second fifth: ~a; in the last fifth: ~a: ~a"
+                         fds-early fds-late (if fds-ok? "flat" "**GREW**"))
+                 ""
+                 "| s | memory MiB | fds |" "|---|---|---|")
+           (for/list ([s (in-list samples)])
+             (format "| ~a | ~a | ~a |" (~r (first s) #:precision 0) (fmt-mb (second s)) (third s))))
+          "\n"))
+        (printf "wrote ~a\n" results-file)
+        (unless (and mem-ok? fds-ok? (zero? failed)) (exit 1))))]
+    [else
+     (call-with-ctx
+      (λ (c)
+        (when (run? "steady100") (steady c 100))
+        (when (run? "steady1000") (steady c 1000))
+        (when (run? "overload") (overload c))
+        (when (run? "kill") (fault-kill c))
+        (when (run? "raise") (fault-side c "handler raises" "/raise" 20 '|500|))
+        (when (run? "hang") (fault-side c "handler hangs (--request-timeout 2)" "/hang" 2 '|503|))
+        (when (run? "upload")
+          (fault-disconnect c "clients leave mid-upload" (λ (c) (abandon-upload c (* 8 1024 1024) (* 1024 1024)))
+                            20 "each declared 8 MiB, sent 1 MiB and closed"))
+        (when (run? "download")
+          (fault-disconnect c "clients leave mid-download" (λ (c) (abandon-download c 100000000 (* 1024 1024)))
+                            20 "each asked for 100 MB, read 1 MiB and closed"))
+        (when (run? "front") (fault-front-restart c))
+        (when (run? "reload") (fault-reload c))
+        (when (run? "stop") (fault-stop c))))
+     (write-reliability! results-file command)
+     (printf "wrote ~a\n" results-file)
+     (unless (andmap car checks) (exit 1))]))
