@@ -174,31 +174,37 @@
 ;; Racket shares the CPU among runnable threads in short slices, so a request admitted
 ;; behind N compute-bound handlers finishes about N handlers' work later. Ten times a
 ;; second this estimates what one request costs in wall-clock time: the process's CPU time
-;; over the requests started since the last estimate, divided by the share of a core the
-;; process got meanwhile when that was under a half (other processes took the rest, so
-;; its work goes that much slower), both smoothed. A handler longer than the interval is
-;; counted when the next request starts, so its cost is not lost. connection.rkt sheds a
-;; newcomer when handlers running x that cost, the work ahead of it, is over
-;; max-queue-delay. Handlers that wait on I/O cost little CPU, so they hardly count.
+;; over the requests that finished since the last estimate, divided by the share of a core
+;; the process got meanwhile when that was under a half (other processes took the rest, so
+;; its work goes that much slower), smoothed. Finished, not started: in a burst many start
+;; at once and their CPU is spent later. While none finishes, the CPU spent so far over
+;; the handlers running is a lower bound. connection.rkt sheds a newcomer when handlers
+;; running x that cost, the work ahead of it, is over max-queue-delay. Handlers that wait
+;; on I/O cost little CPU, so they hardly count.
 (define (watch-queue-delay srv)
   (define cost (server-request-cost srv))
   (define stats (server-stats srv))
-  (let loop ([cpu0 (current-process-milliseconds)] [n0 (hash-ref stats 'requests 0)]
+  (define (finished) (- (hash-ref stats 'requests 0) (unbox (server-running srv))))
+  (let loop ([cpu0 (current-process-milliseconds)] [n0 (finished)]
              [t0 (current-inexact-monotonic-milliseconds)])
     (sleep 0.1)
     (define cpu (current-process-milliseconds))
-    (define n (hash-ref stats 'requests 0))
+    (define n (finished))
     (define t (current-inexact-monotonic-milliseconds))
+    (define running (unbox (server-running srv)))
+    (define (share) (max 0.5 (min 1.0 (/ (- cpu cpu0) (max 1.0 (- t t0))))))
     (cond
       [(> n n0)
-       (define share (max 0.5 (min 1.0 (/ (- cpu cpu0) (max 1.0 (- t t0))))))
-       (define sample (exact->inexact (/ (- cpu cpu0) (- n n0) share)))
+       (define sample (exact->inexact (/ (- cpu cpu0) (- n n0) (share))))
        (define old (unbox cost))
        (set-box! cost (if (zero? old) sample (+ (* 0.7 old) (* 0.3 sample))))
        (loop cpu n t)]
-      ;; nothing started and nothing running: the CPU went to housekeeping, not requests
-      [(zero? (unbox (server-running srv))) (loop cpu n t)]
-      [else (loop cpu0 n0 t0)])))
+      ;; nothing finished and nothing running: the CPU went to housekeeping, not requests
+      [(zero? running) (loop cpu n t)]
+      [else
+       (define bound (exact->inexact (/ (- cpu cpu0) running (share))))
+       (when (> bound (unbox cost)) (set-box! cost bound))
+       (loop cpu0 n0 t0)])))
 
 ;; watch-deadlines : (hasheq conn #t) limits -> none
 ;; Once every quarter second, cut the connections whose read or write deadline has passed

@@ -33,8 +33,9 @@
 (define-runtime-path default-results "RESULTS.md")
 
 (define raco (path->string (find-executable-path "raco")))
-(define nginx (require-program! "/usr/sbin/nginx" "nginx"))
-(define wrk (require-program! "/usr/bin/wrk" "wrk"))
+;; looked up when used, so that loading this module (raco test does) needs neither
+(define (nginx) (require-program! "/usr/sbin/nginx" "nginx"))
+(define (wrk) (require-program! "/usr/bin/wrk" "wrk"))
 
 ;; ---------------------------------------------------------------------------------------
 ;; The pool and its front.
@@ -86,7 +87,7 @@
 (define (start-front! c)
   (define conf (build-path (ctx-dir c) "nginx.conf"))
   (display-to-file (nginx-conf c) conf #:exists 'truncate)
-  (set-ctx-front! c (start-process "nginx" nginx (list "-c" (path->string conf) "-p" (path->string (ctx-dir c)))
+  (set-ctx-front! c (start-process "nginx" (nginx) (list "-c" (path->string conf) "-p" (path->string (ctx-dir c)))
                                    #:dir (ctx-dir c)))
   (wait-for-tcp (ctx-port c) 10))
 
@@ -226,7 +227,7 @@
 ;; capacity : ctx string -> real ; closed-loop requests/s of path (wrk, 32 connections)
 (define (capacity c path)
   (define-values (st out err)
-    (run-program wrk (list "-t1" "-c32" "-d5s" (url c path)) #:timeout 30))
+    (run-program (wrk) (list "-t1" "-c32" "-d5s" (url c path)) #:timeout 30))
   (define m (regexp-match #rx#"Requests/sec: *([0-9.]+)" out))
   (unless m (error 'reliability "wrk gave no rate: ~a ~a" out err))
   (string->number (bytes->string/latin-1 (cadr m))))
@@ -576,7 +577,17 @@
         (proc c))
       (λ ()
         (when (ctx-front c) (stop-process! (ctx-front c)))
-        (when (ctx-manager c) (stop-process! (ctx-manager c) #:timeout 30)))))))
+        (when (ctx-manager c) (stop-process! (ctx-manager c) #:timeout 30))
+        ;; RELIABILITY_LOGS=DIR keeps the pool's and nginx's logs of the run
+        (define keep (getenv "RELIABILITY_LOGS"))
+        (when keep
+          (make-directory* keep)
+          (for ([f (in-list '("manager.stderr" "nginx-error.log"))]
+                #:when (file-exists? (build-path dir f)))
+            (copy-file (build-path dir f) (build-path keep f) #t))))))))
+
+;; raco test loads every file under tests/: this one runs only as a program
+(module test racket/base)
 
 (module+ main
   (define only #f)
