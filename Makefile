@@ -5,7 +5,7 @@ RACO   ?= raco
 RACKET ?= racket
 PORT   ?= 8080
 SUDO   := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
-APT_PACKAGES := nginx libfcgi-bin php8.2-fpm curl apache2 libapache2-mod-fcgid gcc make lighttpd haproxy iproute2 systemd
+APT_PACKAGES := nginx libfcgi-bin php8.2-fpm curl apache2 libapache2-mod-fcgid gcc make lighttpd haproxy iproute2 systemd wrk golang-go
 
 .PHONY: run install racket-deps test-deps test docs clean fuzz
 
@@ -33,7 +33,7 @@ test-deps:
 	  $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq $$missing; fi
 
 test: install test-deps docs
-	$(RACO) make -v tests/*.rkt tests/integration/*.rkt tests/fuzz/*.rkt
+	$(RACO) make -v tests/*.rkt tests/integration/*.rkt tests/fuzz/*.rkt tests/reliability/*.rkt
 	@set -o pipefail; $(RACO) test --timeout 600 tests 2>&1 | tee test-output.log; status=$$?; \
 	passed=$$(grep -Eo '^[0-9]+ tests? passed' test-output.log | grep -Eo '^[0-9]+' || echo 0); \
 	failed=$$(grep -Eo '^[0-9]+/[0-9]+ test failures' test-output.log | grep -Eo '^[0-9]+' || echo 0); \

@@ -173,14 +173,14 @@
 ;; watch-queue-delay : server -> none
 ;; Racket shares the CPU among runnable threads in short slices, so a request admitted
 ;; behind N compute-bound handlers finishes about N handlers' work later. Ten times a
-;; second this estimates what one request costs in wall-clock time: the process's CPU time
-;; over the requests that finished since the last estimate, divided by the share of a core
-;; the process got meanwhile when that was under a half (other processes took the rest, so
-;; its work goes that much slower), smoothed. Finished, not started: in a burst many start
-;; at once and their CPU is spent later. While none finishes, the CPU spent so far over
-;; the handlers running is a lower bound. connection.rkt sheds a newcomer when handlers
-;; running x that cost, the work ahead of it, is over max-queue-delay. Handlers that wait
-;; on I/O cost little CPU, so they hardly count.
+;; second this estimates what one request costs in wall-clock time: the process's CPU
+;; time over the requests that finished since the last estimate, divided by the share of
+;; a core the process got meanwhile (other processes took the rest, so its work goes that
+;; much slower; counted as at least a quarter), smoothed. Finished, not started: in a
+;; burst many start at once and their CPU is spent later. While none finishes, the CPU
+;; spent so far over the handlers running is a lower bound. connection.rkt sheds a
+;; newcomer when handlers running x that cost, the work ahead of it, is over
+;; max-queue-delay. Handlers that wait on I/O cost little CPU, so they hardly count.
 (define (watch-queue-delay srv)
   (define cost (server-request-cost srv))
   (define stats (server-stats srv))
@@ -192,7 +192,7 @@
     (define n (finished))
     (define t (current-inexact-monotonic-milliseconds))
     (define running (unbox (server-running srv)))
-    (define (share) (max 0.5 (min 1.0 (/ (- cpu cpu0) (max 1.0 (- t t0))))))
+    (define (share) (max 0.25 (min 1.0 (/ (- cpu cpu0) (max 1.0 (- t t0))))))
     (cond
       [(> n n0)
        (define sample (exact->inexact (/ (- cpu cpu0) (- n n0) (share))))

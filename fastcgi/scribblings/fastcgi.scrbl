@@ -1214,8 +1214,9 @@ worker keeps the work it admits bounded, and answers the excess with a fast 503:
 @itemlist[
  @item{@racket[#:max-queue-delay] (@DFlag{max-queue-delay}, default 1 s): ten times a
        second the worker measures what a request costs, its CPU time over the requests
-       started (smoothed). A request whose params complete while the handlers running
-       times that cost is over the limit, the work ahead of it, gets 503 without running.
+       that finished, stretched by the share of a core the process got (other processes
+       take the rest; counted as at least a quarter), smoothed. A request whose params complete while the handlers running times that
+       cost, the work ahead of it, is over the limit gets 503 without running.
        It is a concurrency limit that follows what requests cost: with 20 ms handlers
        about 50 run at once; with handlers that wait on a database, little CPU each,
        many more. At least one request is always admitted. Under a steady overload the
@@ -1224,6 +1225,15 @@ worker keeps the work it admits bounded, and answers the excess with a fast 503:
  @item{@racket[#:max-concurrent]: a fixed cap on handlers running, whatever they cost.}
  @item{@racket[#:max-connections]: past it, up to 64 more connections are answered 503.}
 ]
+
+The estimate counts every running handler as computing: an app with many handlers that
+mostly wait (on a database, say) and also cost a lot of CPU each may be shed before the
+CPU is really the limit; raise the limit or turn it off (@tt{off}) for such an app.
+
+Handler threads run in a thread group of their own, and Racket shares the CPU between
+that group as a whole and each other thread: however many handlers compute, the threads
+that read requests still get their turn at once, so a request to be shed is read and
+answered in milliseconds rather than after the queue it is refused from.
 
 A shed request is answered @tt{Status: 503 Service Unavailable} with
 @wire{END_REQUEST}, in about the time a hello-world request takes, and the connection

@@ -164,7 +164,7 @@
   (if kind (hash-ref es kind 0) (for/sum ([v (in-hash-values es)]) v)))
 (define (non-200 res) (- (hash-ref res 'sent) (status-count res '|200|)))
 
-(define (fmt-ms v) (if v (~r v #:precision 1) "-"))
+(define (fmt-ms v) (if (real? v) (~r v #:precision 1) "-"))   ; JSON null is the symbol null
 (define (fmt-mb kb) (~r (/ kb 1024.0) #:precision 1))
 
 ;; nines : natural natural -> string ; the share answered as expected, as "nines"

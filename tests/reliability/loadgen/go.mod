@@ -1,0 +1,3 @@
+module fastcgi-reliability/loadgen
+
+go 1.19
