@@ -81,7 +81,7 @@
   (define-values (in to-server) (make-pipe))
   (define srv (server (servlet->handler hello default-limits) '(responder) default-limits
                       (make-hasheq) void (box 0) (make-hasheq) #f #f (box 0.0) (box (cons 0.0 0))
-                      (make-thread-group)))
+                      (make-thread-group) (box 1.0)))
   (define c (make-conn in out "test" srv))
   (define reader (thread (λ () (serve-connection c))))
   (write-bytes (record->bytes 'begin-request 1 (begin-request-content 'responder #t)) to-server)

@@ -221,7 +221,7 @@
 ;; a request (see watch-queue-delay in server.rkt). Under processor sharing that is about
 ;; how much later than alone the newcomer finishes.
 (define (queue-delay-ms srv)
-  (* (unbox (server-running srv)) (unbox (server-request-cost srv))))
+  (* (unbox (server-running srv)) (unbox (server-request-cost srv)) (unbox (server-stretch srv))))
 
 ;; shed? : server limits -> boolean
 ;; A request whose work ahead is over max-queue-delay is refused. This is a concurrency

@@ -5,6 +5,7 @@
          "limits.rkt"
          "log.rkt"
          "protocol.rkt"
+         (only-in "request.rkt" fastcgi-request-handler fastcgi-request-start-ms)
          "transport.rkt"
          "wire.rkt")
 (provide start-server
@@ -47,7 +48,7 @@
   (define srv (server handler roles lim (make-hasheq)
                       (λ (c) (socket-shutdown-write! (conn-out c)))
                       (box 0) (make-hasheq) #f observer (box 0.0) (box (cons 0.0 0))
-                      (make-thread-group)))
+                      (make-thread-group) (box 1.0)))
   (define conns (server-connections srv))
   (define slots (make-semaphore (limits-max-connections lim)))
   (define overflow (make-semaphore overflow-connections))
@@ -173,14 +174,17 @@
 ;; watch-queue-delay : server -> none
 ;; Racket shares the CPU among runnable threads in short slices, so a request admitted
 ;; behind N compute-bound handlers finishes about N handlers' work later. Ten times a
-;; second this estimates what one request costs in wall-clock time: the process's CPU
-;; time over the requests that finished since the last estimate, divided by the share of
-;; a core the process got meanwhile (other processes took the rest, so its work goes that
-;; much slower; counted as at least a quarter), smoothed. Finished, not started: in a
-;; burst many start at once and their CPU is spent later. While none finishes, the CPU
-;; spent so far over the handlers running is a lower bound. connection.rkt sheds a
-;; newcomer when handlers running x that cost, the work ahead of it, is over
+;; second this estimates what one request costs: the process's CPU time over the requests
+;; that finished since the last estimate, smoothed. Finished, not started: in a burst many
+;; start at once and their CPU is spent later. While none finishes, the CPU spent so far
+;; over the handlers running is a lower bound. connection.rkt sheds a newcomer when
+;; handlers running x that cost x the stretch, the work ahead of it, is over
 ;; max-queue-delay. Handlers that wait on I/O cost little CPU, so they hardly count.
+;; The stretch is 1 until a running handler has been at it longer than max-queue-delay:
+;; then the process is behind, and its work goes slower than its CPU cost by the share of
+;; a core it gets (other processes take the rest; counted as at least a quarter). Only
+;; then, so that a process that is not busy, and so uses little of a core, is not taken
+;; for a slow one.
 (define (watch-queue-delay srv)
   (define cost (server-request-cost srv))
   (define stats (server-stats srv))
@@ -192,19 +196,29 @@
     (define n (finished))
     (define t (current-inexact-monotonic-milliseconds))
     (define running (unbox (server-running srv)))
-    (define (share) (max 0.25 (min 1.0 (/ (- cpu cpu0) (max 1.0 (- t t0))))))
+    (define share (max 0.25 (min 1.0 (/ (- cpu cpu0) (max 1.0 (- t t0))))))
+    (set-box! (server-stretch srv) (if (and (positive? running) (overdue? srv)) (/ 1.0 share) 1.0))
     (cond
       [(> n n0)
-       (define sample (exact->inexact (/ (- cpu cpu0) (- n n0) (share))))
+       (define sample (exact->inexact (/ (- cpu cpu0) (- n n0))))
        (define old (unbox cost))
        (set-box! cost (if (zero? old) sample (+ (* 0.7 old) (* 0.3 sample))))
        (loop cpu n t)]
       ;; nothing finished and nothing running: the CPU went to housekeeping, not requests
       [(zero? running) (loop cpu n t)]
       [else
-       (define bound (exact->inexact (/ (- cpu cpu0) running (share))))
+       (define bound (exact->inexact (/ (- cpu cpu0) running)))
        (when (> bound (unbox cost)) (set-box! cost bound))
        (loop cpu0 n0 t0)])))
+
+;; overdue? : server -> boolean ; has a running handler passed max-queue-delay?
+(define (overdue? srv)
+  (define limit-ms (* 1000.0 (limits-max-queue-delay (server-limits srv))))
+  (define now (now-ms))
+  (with-handlers ([exn:fail? (λ (e) #f)])   ; the tables change under the scan
+    (for*/or ([c (in-list (hash-keys (server-connections srv)))]
+              [r (in-list (hash-values (conn-requests c)))])
+      (and (fastcgi-request-handler r) (> (- now (fastcgi-request-start-ms r)) limit-ms)))))
 
 ;; watch-deadlines : (hasheq conn #t) limits -> none
 ;; Once every quarter second, cut the connections whose read or write deadline has passed

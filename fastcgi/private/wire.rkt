@@ -28,7 +28,8 @@
                 observer
                 request-cost    ; box: flonum, recent CPU ms per request (watch-queue-delay)
                 shed-note       ; box: (cons ms-of-last-log count-since), for the shed log line
-                handler-group)  ; thread group of every handler thread (see serve-connection)
+                handler-group   ; thread group of every handler thread (see serve-connection)
+                stretch)        ; box: flonum >= 1, how much slower than its CPU cost work goes
 
   #:transparent)
 

@@ -1214,8 +1214,9 @@ worker keeps the work it admits bounded, and answers the excess with a fast 503:
 @itemlist[
  @item{@racket[#:max-queue-delay] (@DFlag{max-queue-delay}, default 1 s): ten times a
        second the worker measures what a request costs, its CPU time over the requests
-       that finished, stretched by the share of a core the process got (other processes
-       take the rest; counted as at least a quarter), smoothed. A request whose params complete while the handlers running times that
+       that finished, smoothed. Once a running handler has been at it longer than the
+       limit, the process is behind: the cost is then stretched by the share of a core
+       the process gets (other processes take the rest; counted as at least a quarter). A request whose params complete while the handlers running times that
        cost, the work ahead of it, is over the limit gets 503 without running.
        It is a concurrency limit that follows what requests cost: with 20 ms handlers
        about 50 run at once; with handlers that wait on a database, little CPU each,
