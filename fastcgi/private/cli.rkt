@@ -171,7 +171,7 @@
       (limit! 'max-params-pairs (count-arg "--max-params-pairs" n))]
      [("--max-concurrent") n "Most handlers running at once (default 1000): 503 past it"
       (limit! 'max-concurrent (count-arg "--max-concurrent" n))]
-     [("--max-queue-delay") secs "Shed load: past SECS of CPU work ahead of it, a new request gets 503 (default 1; off)"
+     [("--max-queue-delay") secs "Shed load: past SECS of CPU work ahead of it, a new request gets 503 (default: off)"
       (limit! 'max-queue-delay (if (equal? secs "off") #f (seconds-arg "--max-queue-delay" secs)))]
      [("--max-connections") n "Most open connections (default 1024)"
       (limit! 'max-connections (count-arg "--max-connections" n))]

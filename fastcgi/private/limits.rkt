@@ -36,7 +36,7 @@
                      #:read-timeout [read-timeout 30]
                      #:write-timeout [write-timeout 30]
                      #:request-timeout [request-timeout #f]
-                     #:max-queue-delay [max-queue-delay 1]
+                     #:max-queue-delay [max-queue-delay #f]
                      #:drain-timeout [drain-timeout 2])
   (limits max-params-bytes max-params-pairs max-body max-requests-per-connection
           max-concurrent max-connections stdin-buffer first-byte-timeout idle-timeout

@@ -359,8 +359,8 @@ The options, grouped and described as @DFlag{help} prints them, then notes:
  @item{@DFlag{max-concurrent} @nonterm{n} ---
        ``Most handlers running at once (default 1000): 503 past it''}
  @item{@DFlag{max-queue-delay} @nonterm{secs} ---
-       ``Shed load: past SECS of CPU work ahead of it, a new request gets 503 (default 1;
-       off)'' (@secref["shedding"]).}
+       ``Shed load: past SECS of CPU work ahead of it, a new request gets 503 (default:
+       off)'' (@secref["shedding"]); @tt{off} turns it off again.}
  @item{@DFlag{max-connections} @nonterm{n} --- ``Most open connections (default 1024)''}
  @item{@DFlag{max-requests-per-connection} @nonterm{n} ---
        ``Most live requests on one connection (default 100): OVERLOADED past it''}
@@ -805,7 +805,7 @@ used and a warning is logged.
           [#:read-timeout read-timeout (>/c 0) 30]
           [#:write-timeout write-timeout (>/c 0) 30]
           [#:request-timeout request-timeout (or/c #f (>/c 0)) #f]
-          [#:max-queue-delay max-queue-delay (or/c #f (>/c 0)) 1]
+          [#:max-queue-delay max-queue-delay (or/c #f (>/c 0)) #f]
           [#:drain-timeout drain-timeout (>/c 0) 2])
          limits?]{
 
@@ -1177,11 +1177,11 @@ not run.
              does not catch it is answered 503 if nothing has been sent yet. A handler
              that is still running 5 s after the break has its request ended with
              @wire{END_REQUEST} (application status 1), and its later writes fail.})
-  (row @racket[#:max-queue-delay] @elem{1 s}
+  (row @racket[#:max-queue-delay] @elem{@racket[#f] (off)}
        @elem{503 at once: a request whose params complete while the handlers running
              have more than this much CPU work ahead of it, estimated as their number
-             times the recent CPU time per request (@secref["shedding"]). @racket[#f]
-             turns it off.})
+             times the recent CPU time per request (@secref["shedding"]). 1 s is a
+             good value to start from.})
   (row @racket[#:drain-timeout] @elem{2 s}
        @elem{When the server closes a connection gracefully, it half-closes it and reads
              and discards what the front still sends, for at most this long, before
@@ -1208,11 +1208,14 @@ are aborted and get no @wire{END_REQUEST}. Answers and closes are logged at leve
 A server that takes every request when more arrive than it can run only makes every
 request slow: Racket shares the CPU among the handlers in short slices, so with a
 hundred compute-bound handlers each one finishes a hundred times later than alone, and
-the front's own timeouts start to fail requests that were nearly done. Instead, each
-worker keeps the work it admits bounded, and answers the excess with a fast 503:
+the front's own timeouts start to fail requests that were nearly done. These limits keep
+the work a worker admits bounded, and answer the excess with a fast 503. The first is
+off by default: in one test run it answered 503 to a few requests of a light load that
+did not need it (cause not yet found), so turn it on where overload is the greater risk:
 
 @itemlist[
- @item{@racket[#:max-queue-delay] (@DFlag{max-queue-delay}, default 1 s): ten times a
+ @item{@racket[#:max-queue-delay] (@DFlag{max-queue-delay} @nonterm{secs}, off by
+       default; 1 s is a good value to start from): ten times a
        second the worker measures what a request costs, its CPU time over the requests
        that finished, smoothed. Once a running handler has been at it longer than the
        limit, the process is behind: the cost is then stretched by the share of a core

@@ -46,7 +46,7 @@
 
 (define workers 2)
 (define serve-options
-  (list "--workers" (number->string workers) "--request-timeout" "2"
+  (list "--workers" (number->string workers) "--request-timeout" "2" "--max-queue-delay" "1"
         "--graceful-timeout" "20" "--status-path" "/status"))
 
 (define nginx-params
