@@ -39,11 +39,13 @@
           n)
         (let ([in (conn-in c)]) (λ (bs start end) (read-bytes-avail! bs in start end)))))
   (define begun? #f)
-  ;; The handlers this reader starts go into one thread group: Racket shares the CPU
-  ;; between the group as a whole and each other thread, so however many handlers
-  ;; compute, a reader still gets its turn at once and reads its request, and a request
-  ;; to be shed gets its 503 in milliseconds, not after the queue it is refused from.
-  (current-thread-group (server-handler-group (conn-server c)))
+  ;; With shedding on, the handlers this reader starts go into one thread group: Racket
+  ;; shares the CPU between the group as a whole and each other thread, so however many
+  ;; handlers compute, a reader still gets its turn at once and reads its request, and a
+  ;; request to be shed gets its 503 in milliseconds, not after the queue it is refused
+  ;; from. (Off, scheduling is as it was before shedding existed.)
+  (when (limits-max-queue-delay lim)
+    (current-thread-group (server-handler-group (conn-server c))))
   (set-conn-on-broken! c abort-all!)
   (set-conn-deadline! c (+ (now-ms) (* 1000 (limits-first-byte-timeout lim))))
   (let loop ([served 0])

@@ -1234,7 +1234,7 @@ The estimate counts every running handler as computing: an app with many handler
 mostly wait (on a database, say) and also cost a lot of CPU each may be shed before the
 CPU is really the limit; raise the limit or turn it off (@tt{off}) for such an app.
 
-Handler threads run in a thread group of their own, and Racket shares the CPU between
+With it on, handler threads run in a thread group of their own, and Racket shares the CPU between
 that group as a whole and each other thread: however many handlers compute, the threads
 that read requests still get their turn at once, so a request to be shed is read and
 answered in milliseconds rather than after the queue it is refused from.
