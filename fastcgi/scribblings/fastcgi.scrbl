@@ -1210,8 +1210,7 @@ request slow: Racket shares the CPU among the handlers in short slices, so with 
 hundred compute-bound handlers each one finishes a hundred times later than alone, and
 the front's own timeouts start to fail requests that were nearly done. These limits keep
 the work a worker admits bounded, and answer the excess with a fast 503. The first is
-off by default: in one test run it answered 503 to a few requests of a light load that
-did not need it (cause not yet found), so turn it on where overload is the greater risk:
+off by default; turn it on (1 s is a good value to start from) where overload is a risk:
 
 @itemlist[
  @item{@racket[#:max-queue-delay] (@DFlag{max-queue-delay} @nonterm{secs}, off by
