@@ -234,7 +234,7 @@
   (define max-delay (limits-max-queue-delay lim))
   (and max-delay (> (queue-delay-ms srv) (* 1000.0 max-delay))))
 
-;; shed! : conn request string -> #f
+;; shed! : conn request (-> string) -> #f ; why is made only for the log line
 ;; Answers 503 before any handler ran, as reject! does, but logs at most one line a
 ;; second for all the requests shed in it: an overload must not also flood the log.
 (define (shed! c r why)
@@ -244,7 +244,7 @@
   (observe! c r)
   #f)
 
-;; note-shed! : server string -> void ; counts a shed request, logs once a second
+;; note-shed! : server (-> string) -> void ; counts a shed request, logs once a second
 (define (note-shed! srv why)
   (stat-add! srv 'shed)
   (define b (server-shed-note srv))
@@ -256,7 +256,7 @@
   (end-atomic)
   (when log?
     (log-fastcgi-warning "overloaded: answered 503 (~a); ~a more shed since the last such line"
-                         why (cdr note))))
+                         (why) (cdr note))))
 
 ;; params-done! : conn request -> #f ; checks, then starts the handler
 (define (params-done! c r)
@@ -277,11 +277,11 @@
     [(and (server-closing? srv) (> (hash-count (conn-requests c)) 1))
      (reject! c r 503 "Service Unavailable" "server stopping")]
     [(>= (unbox (server-running srv)) (limits-max-concurrent lim))
-     (shed! c r (format "over ~a handlers running (max-concurrent)" (limits-max-concurrent lim)))]
+     (shed! c r (λ () (format "over ~a handlers running (max-concurrent)" (limits-max-concurrent lim))))]
     [(shed? srv lim)
-     (shed! c r (format "~a ms of CPU work ahead, over the ~a ms allowed (max-queue-delay)"
+     (shed! c r (λ () (format "~a ms of CPU work ahead, over the ~a ms allowed (max-queue-delay)"
                         (inexact->exact (round (queue-delay-ms srv)))
-                        (inexact->exact (round (* 1000 (limits-max-queue-delay lim))))))]
+                        (inexact->exact (round (* 1000 (limits-max-queue-delay lim)))))))]
     [else
      (cond
        [(eq? (fastcgi-request-role r) 'authorizer)

@@ -159,7 +159,7 @@
         (read-bytes (+ (* 256 (bytes-ref head 4)) (bytes-ref head 5) (bytes-ref head 6)) in)
         (cond
           [(and (= (bytes-ref head 1) (symbol->type 'begin-request)) (positive? id))
-           (note-shed! srv (format "over ~a connections (max-connections)" (limits-max-connections lim)))
+           (note-shed! srv (λ () (format "over ~a connections (max-connections)" (limits-max-connections lim))))
            (write-bytes (bytes-append (record->bytes 'stdout id overloaded-page)
                                       (record->bytes 'stdout id #"")
                                       (record->bytes 'end-request id

@@ -190,18 +190,7 @@
   (when (eq? (subprocess-status p) 'running)
     (subprocess-kill p #f)))
 
-;; run-loadgen : like start-loadgen, and waits for the result
-(define (run-loadgen bin
-                     #:url url
-                     #:rate rate
-                     #:seconds seconds
-                     #:mix [mix #f]
-                     #:max-inflight [max-inflight 4000]
-                     #:timeout [timeout 10]
-                     #:method [method "GET"]
-                     #:body-bytes [body-bytes 0]
-                     #:expect-bytes [expect-bytes #f]
-                     #:seed [seed 1])
-  (loadgen-wait (start-loadgen bin #:url url #:rate rate #:seconds seconds #:mix mix
-                               #:max-inflight max-inflight #:timeout timeout #:method method
-                               #:body-bytes body-bytes #:expect-bytes expect-bytes #:seed seed)))
+;; run-loadgen : like start-loadgen (the same arguments), and waits for the result
+(define run-loadgen
+  (make-keyword-procedure
+   (λ (kws vals bin) (loadgen-wait (keyword-apply start-loadgen kws vals (list bin))))))

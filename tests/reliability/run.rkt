@@ -303,7 +303,7 @@
                   (if first-second (hash-ref first-second 's200) "-")
                   (if first-second (hash-ref first-second 'sent) "-"))))
 
-;; with-background : ctx (hash -> void) #:rate #:seconds #:mix (-> void) -> (values res lines)
+;; under-load : ctx (-> any) #:rate #:seconds #:mix -> (values res lines info)
 ;; Runs the background load, calls fault at a third of it, waits, and returns the load's
 ;; result with the nginx error lines of the scenario.
 (define (under-load c fault #:rate [rate 200] #:seconds [seconds 12] #:mix [mix "/hello=90,/slow/50=10"])
