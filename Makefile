@@ -38,6 +38,7 @@ test: install test-deps docs
 	passed=$$(grep -Eo '^[0-9]+ tests? passed' test-output.log | grep -Eo '^[0-9]+' || echo 0); \
 	failed=$$(grep -Eo '^[0-9]+/[0-9]+ test failures' test-output.log | grep -Eo '^[0-9]+' || echo 0); \
 	if [ "$$failed" != 0 ]; then total=$$(grep -Eo '^[0-9]+/[0-9]+ test failures' test-output.log | grep -Eo '/[0-9]+' | tr -d /); passed=$$((total - failed)); fi; \
+	if [ "$$status" != 0 ]; then echo "==== what failed (tools/failures.awk) ===="; awk -f tools/failures.awk test-output.log; fi; \
 	echo "$$passed passed, $$failed failed"; exit $$status
 
 # The fuzzer (tests/fuzz/fuzz.rkt) for FUZZ_SECONDS (default 60), seed FUZZ_SEED (default:
