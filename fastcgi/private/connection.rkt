@@ -24,55 +24,131 @@
          note-shed!
          queue-delay-ms)
 
-;; serve-connection : conn -> void
-;; Runs the reader loop in the calling thread until the connection ends.
-(define (serve-connection c)
+;; Inline handlers. Most fronts (nginx, Apache, lighttpd) never multiplex: a kept
+;; connection carries one request at a time, and the reader would only wait while a
+;; handler thread of its own answers it. So a request whose input has all arrived, alone
+;; on a connection that never had two live requests at once, runs in the reader's own
+;; thread: no thread to make and two thread switches fewer per request (15% more
+;; requests/s for hello world, bench/OPTIMISATIONS.md). Nothing reads the connection
+;; meanwhile; whoever needs a reader asks for one (ensure-reader! in wire.rkt), and a new
+;; reader thread goes on from where this one stopped: the handler waiting on its
+;; abort-evt, and the server's watcher once the handler has run for inline-takeover-ms
+;; (so ABORT_REQUEST, a closed connection and a second request are seen within about
+;; 20 ms). Everything else is as with a thread: the same limits, timeouts (a break), log
+;; and answer. Requests with a body still arriving, Filters, multiplexed connections,
+;; and every request when shedding is on (its handlers have a thread group) get a thread.
+;; One difference a handler can see: a parameter it sets directly (not parameterize)
+;; stays set for the later requests of the same connection, as in Racket's web-server.
+
+;; The reader's state, shared by the threads that read one connection in turn.
+(struct rd (decoder [short? #:mutable] [begun? #:mutable] [served #:mutable] done custodian))
+
+;; serve-connection : conn [(-> any)] -> void
+;; Reads the connection in the calling thread until it ends or an inline handler's
+;; reading is taken over by a new thread. Whichever thread sees the end calls done.
+(define (serve-connection c [done void])
   (define lim (server-limits (conn-server c)))
-  (define d (make-decoder))
-  ;; the last read from the socket filled less than the space it had: see conn-read!
-  (define short? #f)
-  (define read!
-    (if (conn-fd c)
-        (λ (bs start end)
-          (define n (conn-read! c bs start end short?))
-          (set! short? (and (exact-integer? n) (< n (- end start))))
-          n)
-        (let ([in (conn-in c)]) (λ (bs start end) (read-bytes-avail! bs in start end)))))
-  (define begun? #f)
+  (set-conn-on-broken! c abort-all!)
+  (set-conn-deadline! c (+ (now-ms) (* 1000 (limits-first-byte-timeout lim))))
+  (run-reader c (rd (make-decoder) #f #f 0 done (current-custodian))))
+
+;; run-reader : conn rd -> void
+(define (run-reader c st)
   ;; With shedding on, the handlers this reader starts go into one thread group: Racket
   ;; shares the CPU between the group as a whole and each other thread, so however many
   ;; handlers compute, a reader still gets its turn at once and reads its request, and a
   ;; request to be shed gets its 503 in milliseconds, not after the queue it is refused
   ;; from. (Off, scheduling is as it was before shedding existed.)
-  (when (limits-max-queue-delay lim)
+  (when (limits-max-queue-delay (server-limits (conn-server c)))
     (current-thread-group (server-handler-group (conn-server c))))
-  (set-conn-on-broken! c abort-all!)
-  (set-conn-deadline! c (+ (now-ms) (* 1000 (limits-first-byte-timeout lim))))
-  (let loop ([served 0])
+  (define ended?
+    (with-handlers ([(λ (e) #t)
+                     (λ (e) (log-fastcgi-error "connection from ~a: ~a" (log-escape (conn-peer c))
+                                               (log-escape (if (exn? e) (exn-message e) e)))
+                        #t)])
+      ;; breaks are for handlers (the request timeout), enabled only around them
+      (parameterize-break #f (read-loop c st))))
+  (when ended?
+    (conn-broken! c)
+    ((rd-done st))))
+
+;; start-reader! : conn rd -> thread ; a new thread takes over reading
+(define (start-reader! c st)
+  (parameterize ([current-custodian (rd-custodian st)])
+    (thread (λ () (run-reader c st)))))
+
+;; read-loop : conn rd -> boolean ; #t when the connection has ended, #f when handed over
+(define (read-loop c st)
+  (define lim (server-limits (conn-server c)))
+  (define d (rd-decoder st))
+  (define read!
+    (if (conn-fd c)
+        (λ (bs start end)
+          ;; the last read from the socket filled less than the space it had: see conn-read!
+          (define n (conn-read! c bs start end (rd-short? st)))
+          (set-rd-short?! st (and (exact-integer? n) (< n (- end start))))
+          n)
+        (let ([in (conn-in c)]) (λ (bs start end) (read-bytes-avail! bs in start end)))))
+  (let loop ()
     (define rec (decoder-take! d))
     (cond
-      [(string? rec) (protocol-close! c (string-append "decoder: " rec))]
+      [(string? rec) (protocol-close! c (string-append "decoder: " rec)) #t]
       [(record? rec)
        (cond
-         [(conn-closing? c) (loop served)]
+         [(conn-closing? c) (loop)]
          [else
-          (when (and (not begun?) (eq? (record-type rec) 'begin-request)) (set! begun? #t))
-          (define problem (dispatch! c rec begun?))
-          (if problem
-              (protocol-close! c problem)
-              (loop (add1 served)))])]
+          (when (and (not (rd-begun? st)) (eq? (record-type rec) 'begin-request)) (set-rd-begun?! st #t))
+          (define problem (dispatch! c rec (rd-begun? st)))
+          (set-rd-served! st (add1 (rd-served st)))
+          (define r (conn-pending c))
+          (cond
+            [problem (protocol-close! c problem) #t]
+            [(and r (eq? (fastcgi-request-state r) 'done)) ; ended before it ran
+             (set-conn-pending! c #f)
+             (counter-add! (server-running (conn-server c)) -1)
+             (loop)]
+            [(and r (request-input-done? r))
+             (if (run-inline! c st r) (loop) #f)]
+            [else (loop)])])]
       [else
+       ;; the pending request's input goes on: its handler needs the reader
+       (start-pending! c)
        ;; before the first whole record the deadline set at accept stands, so a peer that
        ;; trickles a header byte by byte cannot hold the connection past first-byte-timeout
-       (unless (or (conn-closing? c) (zero? served))
+       (unless (or (conn-closing? c) (zero? (rd-served st)))
          (set-read-deadline! c lim (> (decoder-buffered d) 0)))
        ;; an idle connection gives back a decoder buffer that grew for a big record
        (when (zero? (hash-count (conn-requests c))) (decoder-shrink! d))
        (define n (with-handlers ([exn:fail? (λ (e) eof)]) (decoder-fill! d read!)))
        (cond
-         [(eof-object? n) (void)]
-         [else (loop served)])]))
-  (conn-broken! c))
+         [(eof-object? n) #t]
+         [else (loop)])])))
+
+;; run-inline! : conn rd request -> boolean
+;; Runs r's handler in this, the reader's, thread. #t: this thread is still the reader;
+;; #f: a new reader took over meanwhile (this thread is done with the connection).
+(define (run-inline! c st r)
+  (define lim (server-limits (conn-server c)))
+  (set-conn-pending! c #f)
+  ;; a live request whose input has ended: no read deadline while it runs
+  (set-read-deadline! c lim #f)
+  (start-atomic)
+  (set-conn-inline! c r)
+  (set-conn-takeover! c (λ () (start-reader! c st)))
+  (end-atomic)
+  (define err (current-error-port))
+  (set-fastcgi-request-handler! r (current-thread))
+  (run-handler! c r)
+  (current-error-port err)
+  (start-atomic)
+  (define still-reader? (and (conn-takeover c) #t))
+  (set-conn-takeover! c #f)
+  (set-conn-inline! c #f)
+  (end-atomic)
+  ;; a request timeout that broke r just as it ended left a break pending: drop it, so
+  ;; that it cannot hit the next request's handler
+  (with-handlers ([exn:break? void]) (parameterize-break #t (void)))
+  still-reader?)
 
 ;; set-read-deadline! : conn limits boolean -> void
 ;; Atomic: retire! (in a handler's thread) also sets the deadline from the live requests.
@@ -172,6 +248,10 @@
         (send-end-request! c id 'overloaded)
         #f]
        [else
+        (when (positive? (hash-count reqs))
+          ;; a multiplexing front: from now on every request here gets a thread
+          (set-conn-mpx?! c #t)
+          (start-pending! c))
         (hash-set! reqs id (make-fastcgi-request c id role keep?))
         #f])]))
 
@@ -288,7 +368,14 @@
         (close-request-stdin! r)
         (set-fastcgi-request-state! r 'running)]
        [else (set-fastcgi-request-state! r 'stdin)])
-     (start-handler! c r)
+     ;; admitted: counted as running from now (max-concurrent), whichever way it runs
+     (counter-add! (server-running srv) 1)
+     (stat-add! srv 'requests)
+     (if (and (not (conn-mpx? c)) (not (conn-inline c)) (not (limits-max-queue-delay lim))
+              (not (eq? (fastcgi-request-role r) 'filter))
+              (= 1 (hash-count (conn-requests c))))
+         (set-conn-pending! c r)        ; runs inline once its input has ended (read-loop)
+         (start-handler! c r))
      #f]))
 
 ;; parse-length : (or/c bytes #f) -> (or/c natural #f 'bad)
@@ -349,9 +436,12 @@
                               (fastcgi-request-id r) (log-escape (conn-peer c)) (limits-stdin-buffer lim))
          (end-stalled! c r)]
         [else
+         ;; a handler not started yet (pending, to run inline) must start to read its body
+         (start-pending! c)
          ;; the wait below has its own bound; the peer is not the slow one here
          (set-conn-deadline! c #f)
-         (define ready (sync/timeout (limits-read-timeout lim) out (fastcgi-request-abort-evt r)))
+         (define ready (sync/timeout (limits-read-timeout lim) out
+                                     (semaphore-peek-evt (fastcgi-request-abort-sema r))))
          (cond
            [(not ready)
             (log-fastcgi-warning "request ~a from ~a: handler read none of its body for ~a s: ended"
@@ -391,31 +481,39 @@
 ;; ---------------------------------------------------------------------------------------
 ;; Handlers.
 
-;; start-handler! : conn request -> void
+;; start-pending! : conn -> void ; the pending request (if any) gets a thread after all
+(define (start-pending! c)
+  (define r (conn-pending c))
+  (when r
+    (set-conn-pending! c #f)
+    (if (eq? (fastcgi-request-state r) 'done)
+        (counter-add! (server-running (conn-server c)) -1)   ; ended before it ran
+        (start-handler! c r))))
+
+;; start-handler! : conn request -> void ; runs the handler in a thread of its own
 (define (start-handler! c r)
+  (set-fastcgi-request-handler! r (thread (λ () (run-handler! c r)))))
+
+;; run-handler! : conn request -> void
+;; Runs the handler in the current thread (its own, or the reader's: run-inline!), then
+;; ends the request: its answer, the connection's bookkeeping, the observer.
+(define (run-handler! c r)
   (define srv (conn-server c))
-  (define handler (server-handler srv))
-  (counter-add! (server-running srv) 1)
-  (stat-add! srv 'requests)
-  (set-fastcgi-request-handler!
-   r
-   (thread
-   (λ ()
-     (current-error-port (fastcgi-request-stderr r))
-     (define failure
-       (with-handlers ([(λ (e) #t) box])
-         (handler r)
-         #f))
-     (parameterize-break #f
-       ;; the handler is done: its slot is free before the answer leaves, so a front that
-       ;; sends the next request at once never finds a stale count (a false 503)
-       (counter-add! (server-running srv) -1)
-       (if failure
-           (handler-failed! c r (unbox failure))
-           ;; no flush before: the buffered tail leaves with END_REQUEST in one write
-           (request-finish! r 0 'request-complete))
-       (retire! c r)
-       (observe! c r))))))
+  (current-error-port (fastcgi-request-stderr r))
+  (define failure
+    (with-handlers ([(λ (e) #t) box])
+      (parameterize-break #t ((server-handler srv) r))
+      #f))
+  (parameterize-break #f
+    ;; the handler is done: its slot is free before the answer leaves, so a front that
+    ;; sends the next request at once never finds a stale count (a false 503)
+    (counter-add! (server-running srv) -1)
+    (if failure
+        (handler-failed! c r (unbox failure))
+        ;; no flush before: the buffered tail leaves with END_REQUEST in one write
+        (request-finish! r 0 'request-complete))
+    (retire! c r)
+    (observe! c r)))
 
 ;; handler-error-status : any -> (values natural string)
 ;; The answer for a handler that raised v.
@@ -454,7 +552,11 @@
                               (log-escape (or (request-param r #"REQUEST_URI") #"")) secs)
          (stat-add! (conn-server c) 'timeouts)
          (set-fastcgi-request-broken-ms! r now)
-         (break-thread t)]
+         ;; only while r is live: a reader thread that ran r inline may have gone on to
+         ;; other work (see run-inline!, which drops a break that came just too late)
+         (start-atomic)
+         (when (eq? (hash-ref (conn-requests c) (fastcgi-request-id r) #f) r) (break-thread t))
+         (end-atomic)]
         [(and broken (> (- now broken) 5000))
          ;; In a thread of its own: ending takes the connection's lock, which the handler
          ;; may hold in a write blocked on a peer that stopped reading; this loop is the

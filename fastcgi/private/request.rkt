@@ -68,7 +68,10 @@
   (define limit (limits-stdin-buffer (server-limits (conn-server c))))
   (define sema (make-semaphore 0))
   (define r
-    (fastcgi-request id role keep-conn? '() #f #f #f #f (semaphore-peek-evt sema) (conn-peer c)
+    ;; abort-evt, as the handler sees it: waiting on it needs a reader on the connection,
+    ;; which an inline handler has to ask for (ensure-reader!)
+    (fastcgi-request id role keep-conn? '() #f #f #f #f
+                     (guard-evt (λ () (ensure-reader! c) (semaphore-peek-evt sema))) (conn-peer c)
                      c sema #f #f (now-ms)
                      #f 'params #f '() 0 0 0 #f header-room #f #f 0 #f #f))
   (when (eq? role 'filter)
@@ -116,7 +119,7 @@
 ;; at the end of a body that the reader cut off because it went over a limit.
 (define (make-body-pipe r limit)
   (define-values (in out) (make-pipe limit))
-  (define abort-evt (fastcgi-request-abort-evt r))
+  (define abort-evt (semaphore-peek-evt (fastcgi-request-abort-sema r)))
   (values
    (make-input-port
     'fastcgi-stdin

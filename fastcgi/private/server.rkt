@@ -55,13 +55,10 @@
   (define (serve in out peer)
     (define c (make-conn in out peer srv))
     (hash-set! conns c #t)
-    (with-handlers ([(λ (e) #t)
-                     (λ (e) (log-fastcgi-error "connection from ~a: ~a" (log-escape peer)
-                                               (log-escape (if (exn? e) (exn-message e) e))))])
-      (serve-connection c))
-    (conn-broken! c)
-    (hash-remove! conns c)
-    (semaphore-post slots))
+    ;; the end may be seen by another thread (an inline handler's reading taken over)
+    (serve-connection c (λ ()
+                          (hash-remove! conns c)
+                          (semaphore-post slots))))
   (define acceptor
     (thread
      (λ ()
@@ -100,6 +97,7 @@
             (thread (λ () (serve in out peer)))
             (loop)])))))
   (define watchdog (thread (λ () (watch-deadlines conns lim))))
+  (define inline-watch (thread (λ () (watch-inline srv))))
   (define delay-watch
     (and (limits-max-queue-delay lim) (thread (λ () (watch-queue-delay srv)))))
   (log-fastcgi-info "listening on ~a" (listener-address listener))
@@ -120,6 +118,7 @@
                              (log-escape (conn-peer c)) timeout)
         (conn-broken! c))
       (kill-thread watchdog)
+      (kill-thread inline-watch)
       (when delay-watch (kill-thread delay-watch))
       (log-fastcgi-info "stopped listening on ~a" (listener-address listener))))
   (running-server (listener-address listener) stop srv))
@@ -219,6 +218,24 @@
     (for*/or ([c (in-list (hash-keys (server-connections srv)))]
               [r (in-list (hash-values (conn-requests c)))])
       (and (fastcgi-request-handler r) (> (- now (fastcgi-request-start-ms r)) limit-ms)))))
+
+;; watch-inline : server -> none
+;; A handler run inline by its connection's reader (connection.rkt) that has run for
+;; inline-takeover-ms gets a new reader thread, so the connection is read again within
+;; about twice that: ABORT_REQUEST, a closed connection, a second request.
+(define (watch-inline srv)
+  (define conns (server-connections srv))
+  (let loop ()
+    (sleep (/ inline-takeover-ms 1000.0))
+    (when (positive? (unbox (server-running srv)))
+      (define now (now-ms))
+      (for ([c (in-list (hash-keys conns))])
+        (define r (conn-inline c))
+        (when (and r (> (- now (fastcgi-request-start-ms r)) inline-takeover-ms))
+          (ensure-reader! c))))
+    (loop)))
+
+(define inline-takeover-ms 10.0)
 
 ;; watch-deadlines : (hasheq conn #t) limits -> none
 ;; Once every quarter second, cut the connections whose read or write deadline has passed

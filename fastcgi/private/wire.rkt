@@ -9,6 +9,7 @@
 (provide (struct-out server)
          (struct-out conn)
          make-conn
+         ensure-reader!
          conn-read!
          conn-send!
          conn-broken!
@@ -40,7 +41,13 @@
               [write-deadline #:mutable]  ; ms after which the blocked write is cut off, or #f
               [broken? #:mutable]         ; the socket failed or was cut: nothing more is sent
               [closing? #:mutable]        ; draining before close: no new requests
-              [on-broken #:mutable]))     ; conn -> void : aborts every live request
+              [on-broken #:mutable]       ; conn -> void : aborts every live request
+              ;; Inline handlers (see connection.rkt): the request the reader thread is
+              ;; running itself, or #f; while it runs, a thunk that starts a new reader
+              ;; thread to go on reading (taken once, by ensure-reader!); a request whose
+              ;; params ended, waiting for its input to end to run inline; whether the
+              ;; front ever had two requests live at once here (then: a thread each).
+              [inline #:mutable] [takeover #:mutable] [pending #:mutable] [mpx? #:mutable]))
 
 ;; make-conn : input-port output-port string server -> conn
 ;; The output port is made unbuffered: closing a buffered fd port while a writer is blocked
@@ -52,7 +59,19 @@
   (define fd (and (file-stream-port? in) (unsafe-port->file-descriptor in)))
   (define sema (make-semaphore 0))
   (conn in out fd peer srv (make-semaphore 1) (make-hasheqv) sema (semaphore-peek-evt sema)
-        #f #f #f #f void))
+        #f #f #f #f void #f #f #f #f))
+
+;; ensure-reader! : conn -> void
+;; While the reader thread runs a handler inline, nothing reads the connection: this
+;; starts a new reader thread that goes on from where it stopped (once; no-op otherwise).
+;; Called when the handler waits on its abort-evt, and by the server's watcher once an
+;; inline handler has run for a few milliseconds.
+(define (ensure-reader! c)
+  (start-atomic)
+  (define go (conn-takeover c))
+  (set-conn-takeover! c #f)
+  (end-atomic)
+  (when go (go)))
 
 ;; now-ms : -> flonum
 (define (now-ms) (current-inexact-milliseconds))
