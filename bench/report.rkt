@@ -163,6 +163,33 @@
             (if l (number->string (load-errors l)) "-")
             (row-note r))))))
 
+;; ceiling-notes : outcome -> string
+;; The php-fpm targets are ratios against a peer; the C responder, which does no work at
+;; all, bounds what any FastCGI backend can reach through this nginx. When even it is
+;; under a target's ratio to php-fpm, the note says so, with the figures of this run.
+(define (ceiling-notes o)
+  (define h25 (outcome-hello25 o))
+  (define c (rps h25 'c-unix-keep))
+  (define php (rps h25 'php-keep))
+  (define c-1m (rps (outcome-large o) 'c-1m))
+  (define static-1m (rps (outcome-large o) 'static-1m))
+  (string-append
+   (if (and c php (positive? php) (< (/ c php) 2.5))
+      (format (string-append
+               "\nIn this run the C responder itself answered ~a x php-fpm's requests/s (~a / ~a). "
+               "A backend that reached the C responder would still be under the 2.5 x php-fpm "
+               "target~a: on this machine those two targets are out of reach of any FastCGI "
+               "backend behind this nginx, and the ratios to the C responder are the ones to read.\n")
+              (~r (/ c php) #:precision 2) (fmt-num c) (fmt-num php)
+              (if (< (/ c php) 2) " and the 2 x target" ""))
+      "")
+   (if (and c-1m static-1m (positive? static-1m) (< (/ c-1m static-1m) 0.5))
+       (format (string-append
+                "\nFor 1 MiB answers the C responder reached ~a x nginx's static file (~a / ~a): "
+                "under the 0.5 x target too; read ours against the C responder as well.\n")
+               (~r (/ c-1m static-1m) #:precision 2) (fmt-num c-1m) (fmt-num static-1m))
+       "")))
+
 ;; write-results! : path outcome -> void
 (define (write-results! file o)
   (define targets (evaluate-targets o))
@@ -183,7 +210,8 @@
               (for/list ([t (in-list targets)])
                 (list (target-what t) (target-measured t) (target-required t)
                       (case (target-verdict t) [(pass) "PASS"] [(miss) "**MISS**"] [else "not available"]))))
-       "\nA MISS is a finding about the server, not a failure of the harness.\n")
+       "\nA MISS is a finding about the server, not a failure of the harness.\n"
+       (ceiling-notes o))
   (unless (outcome-workers? o)
     (say "\n`raco fastcgi serve --help` lists no `--workers` in this tree: the rows that need "
          "it are marked not available.\n"))

@@ -28,7 +28,7 @@
 ;; connection carries one request at a time, and the reader would only wait while a
 ;; handler thread of its own answers it. So a request whose input has all arrived, alone
 ;; on a connection that never had two live requests at once, runs in the reader's own
-;; thread: no thread to make and two thread switches fewer per request (15% more
+;; thread: no thread to make and two thread switches fewer per request (a third more
 ;; requests/s for hello world, bench/OPTIMISATIONS.md). Nothing reads the connection
 ;; meanwhile; whoever needs a reader asks for one (ensure-reader! in wire.rkt), and a new
 ;; reader thread goes on from where this one stopped: the handler waiting on its
@@ -69,6 +69,11 @@
       ;; breaks are for handlers (the request timeout), enabled only around them
       (parameterize-break #f (read-loop c st))))
   (when ended?
+    ;; a request admitted but left pending (the connection ended in between) never runs
+    (define r (conn-pending c))
+    (when r
+      (set-conn-pending! c #f)
+      (counter-add! (server-running (conn-server c)) -1))
     (conn-broken! c)
     ((rd-done st))))
 
