@@ -41,7 +41,9 @@
 ;; stays set for the later requests of the same connection, as in Racket's web-server.
 
 ;; The reader's state, shared by the threads that read one connection in turn.
-(struct rd (decoder [short? #:mutable] [begun? #:mutable] [served #:mutable] done custodian))
+;; takeover: the thunk run-inline! offers to ensure-reader! (made once per connection).
+(struct rd (decoder [short? #:mutable] [begun? #:mutable] [served #:mutable] done custodian
+                    [takeover #:mutable]))
 
 ;; serve-connection : conn [(-> any)] -> void
 ;; Reads the connection in the calling thread until it ends or an inline handler's
@@ -50,7 +52,9 @@
   (define lim (server-limits (conn-server c)))
   (set-conn-on-broken! c abort-all!)
   (set-conn-deadline! c (+ (now-ms) (* 1000 (limits-first-byte-timeout lim))))
-  (run-reader c (rd (make-decoder) #f #f 0 done (current-custodian))))
+  (define st (rd (make-decoder) #f #f 0 done (current-custodian) #f))
+  (set-rd-takeover! st (λ () (start-reader! c st)))
+  (run-reader c st))
 
 ;; run-reader : conn rd -> void
 (define (run-reader c st)
@@ -69,12 +73,9 @@
       ;; breaks are for handlers (the request timeout), enabled only around them
       (parameterize-break #f (read-loop c st))))
   (when ended?
-    ;; a request admitted but left pending (the connection ended in between) never runs
-    (define r (conn-pending c))
-    (when r
-      (set-conn-pending! c #f)
-      (counter-add! (server-running (conn-server c)) -1))
     (conn-broken! c)
+    ;; a request admitted but still pending is aborted by now: it gives back its slot
+    (start-pending! c)
     ((rd-done st))))
 
 ;; start-reader! : conn rd -> thread ; a new thread takes over reading
@@ -109,8 +110,7 @@
           (cond
             [problem (protocol-close! c problem) #t]
             [(and r (eq? (fastcgi-request-state r) 'done)) ; ended before it ran
-             (set-conn-pending! c #f)
-             (counter-add! (server-running (conn-server c)) -1)
+             (start-pending! c)         ; gives back its slot
              (loop)]
             [(and r (request-input-done? r))
              (if (run-inline! c st r) (loop) #f)]
@@ -139,7 +139,7 @@
   (set-read-deadline! c lim #f)
   (start-atomic)
   (set-conn-inline! c r)
-  (set-conn-takeover! c (λ () (start-reader! c st)))
+  (set-conn-takeover! c (rd-takeover st))
   (end-atomic)
   (define err (current-error-port))
   (set-fastcgi-request-handler! r (current-thread))
@@ -151,8 +151,9 @@
   (set-conn-inline! c #f)
   (end-atomic)
   ;; a request timeout that broke r just as it ended left a break pending: drop it, so
-  ;; that it cannot hit the next request's handler
-  (with-handlers ([exn:break? void]) (parameterize-break #t (void)))
+  ;; that it cannot hit the next request's handler (broken-ms is set before any break)
+  (when (fastcgi-request-broken-ms r)
+    (with-handlers ([exn:break? void]) (parameterize-break #t (void))))
   still-reader?)
 
 ;; set-read-deadline! : conn limits boolean -> void
@@ -486,7 +487,9 @@
 ;; ---------------------------------------------------------------------------------------
 ;; Handlers.
 
-;; start-pending! : conn -> void ; the pending request (if any) gets a thread after all
+;; start-pending! : conn -> void
+;; The pending request (if any) gets a thread after all, or, if it has ended before it
+;; ran, gives back the running slot it was admitted with.
 (define (start-pending! c)
   (define r (conn-pending c))
   (when r
