@@ -1,7 +1,9 @@
 #lang racket/base
 ;; Log lines to stderr, one line each: time, level, message. The `fastcgi` topic at the
 ;; chosen level, every other topic (the application's own loggers) at warning and above.
-;; Messages of the `fastcgi` topic are escaped where they are made.
+;; Messages of the `fastcgi` topic are escaped where they are made; every other topic's
+;; message is escaped here (log-escape), so an application that logs untrusted text
+;; cannot forge or split a line either.
 (require racket/date
          "log.rkt")
 (provide start-stderr-logging!
@@ -23,19 +25,21 @@
              (define v (sync receiver (thread-receive-evt)))
              (cond
                [(vector? v)
-                (write-line (vector-ref v 0) (vector-ref v 1) err)
+                (write-line v err)
                 (loop)]
                [else
                 ;; flush: print what is already queued, then signal
                 (thread-receive)
                 (let drain ()
                   (define v (sync/timeout 0 receiver))
-                  (when v (write-line (vector-ref v 0) (vector-ref v 1) err) (drain)))
+                  (when v (write-line v err) (drain)))
                 (semaphore-post done)
                 (loop)]))))))
 
-;; write-line : symbol string output-port -> void
-(define (write-line level msg out)
+;; write-line : (vector level message data topic) output-port -> void
+(define (write-line v out)
+  (define level (vector-ref v 0))
+  (define msg (if (eq? (vector-ref v 3) 'fastcgi) (vector-ref v 1) (log-escape (vector-ref v 1))))
   (define d (seconds->date (current-seconds) #f))
   (write-string (string-append (parameterize ([date-display-format 'iso-8601]) (date->string d #t))
                                " " (symbol->string level) line-tag " " msg "\n")

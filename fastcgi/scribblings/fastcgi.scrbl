@@ -944,7 +944,9 @@ error port, one per line: the UTC time, the level, the pid of the process in bra
 (manager and workers share the port), and the message, to which Racket adds the topic as
 a prefix (@litchar{fastcgi: }). The topic @racket['fastcgi] is printed at the level of
 @DFlag{log-level}; every other topic (the application's own loggers) at
-@racket['warning] and above. Each event is printed once: the commands load the server
+@racket['warning] and above, and their messages are escaped in the same way when
+printed, so an application that logs untrusted text cannot split or forge a line either.
+Each event is printed once: the commands load the server
 and the application under a logger of their own, so Racket's default standard-error
 receiver does not print it a second time. For example:
 

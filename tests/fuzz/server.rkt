@@ -4,7 +4,8 @@
 ;;   racket server.rkt unix:/path [--hold-fds N] [--log-level LEVEL] [--LIMIT VALUE] ...
 ;; A raw handler for the three roles that reads the whole body and DATA stream (counting,
 ;; not holding them) and answers with what it saw. MODE=hang makes it wait until broken
-;; (for the request timeout); MODE=raise makes it raise, naming REQUEST_URI. Log lines of
+;; (for the request timeout); MODE=raise makes it raise, naming REQUEST_URI; MODE=applog
+;; logs REQUEST_URI at warning on the application's own logger (topic `app`). Log lines of
 ;; level warning (or --log-level) and above go to stderr.
 ;; Prints "ready PID" on stdout; a "gc" line on stdin gets two major collections and
 ;; "gc done"; "fds" prints how many sockets have a descriptor above 1024; EOF on stdin
@@ -33,6 +34,9 @@
     (when (equal? (fastcgi-param r "MODE") #"hang") (sync never-evt))
     (when (equal? (fastcgi-param r "MODE") #"raise")
       (error 'handler "failed on ~a" (fastcgi-param r "REQUEST_URI")))
+    (when (equal? (fastcgi-param r "MODE") #"applog")
+      (log-message (current-logger) 'warning 'app
+                   (format "app: saw ~a" (fastcgi-param r "REQUEST_URI")) #f))
     (define body (count-port (fastcgi-request-stdin r)))
     (define data (count-port (fastcgi-request-data r)))
     (define out (fastcgi-request-stdout r))
