@@ -21,6 +21,7 @@
                   running-server-server running-server-stop)
          (only-in "../fastcgi/private/web.rkt" servlet->handler)
          (only-in "../fastcgi/private/wire.rkt" server-connections server-running server-stats)
+         (only-in "../fastcgi/private/table.rkt" table-count)
          "fuzz/fuzz.rkt"
          "integration/lib.rkt"
          "lib/raw-peer.rkt")
@@ -149,7 +150,7 @@
 
 ;; check-released : server -> void ; no connection left, no handler running
 (define (check-released srv)
-  (check-true (wait-for 5 (λ () (zero? (hash-count (server-connections srv)))))
+  (check-true (wait-for 5 (λ () (zero? (table-count (server-connections srv)))))
               "every connection ended")
   (check-true (wait-for 5 (λ () (zero? (unbox (server-running srv)))))
               "no handler still counted as running"))

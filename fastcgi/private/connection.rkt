@@ -16,6 +16,7 @@
          "log.rkt"
          "protocol.rkt"
          "request.rkt"
+         "table.rkt"
          "wire.rkt")
 (provide serve-connection
          conn-close!
@@ -123,7 +124,7 @@
        (unless (or (conn-closing? c) (zero? (rd-served st)))
          (set-read-deadline! c lim (> (decoder-buffered d) 0)))
        ;; an idle connection gives back a decoder buffer that grew for a big record
-       (when (zero? (hash-count (conn-requests c))) (decoder-shrink! d))
+       (when (zero? (table-count (conn-requests c))) (decoder-shrink! d))
        (define n (with-handlers ([exn:fail? (λ (e) eof)]) (decoder-fill! d read!)))
        (cond
          [(eof-object? n) #t]
@@ -163,9 +164,9 @@
   (start-atomic)
   (define secs
     (cond
-      [(or partial? (for/or ([r (in-hash-values reqs)]) (not (request-input-done? r))))
+      [(or partial? (for/or ([r (in-list (table-values reqs))]) (not (request-input-done? r))))
        (limits-read-timeout lim)]
-      [(> (hash-count reqs) 0) #f]
+      [(> (table-count reqs) 0) #f]
       [else (limits-idle-timeout lim)]))
   (set-conn-deadline! c (and secs (+ (now-ms) (* 1000 secs))))
   (end-atomic))
@@ -178,9 +179,9 @@
 
 ;; abort-all! : conn -> void ; the connection is gone: every live request learns it
 (define (abort-all! c)
-  (for ([r (in-list (hash-values (conn-requests c)))])
+  (for ([r (in-list (table-values (conn-requests c)))])
     (request-abort! r))
-  (hash-clear! (conn-requests c)))
+  (table-clear! (conn-requests c)))
 
 ;; conn-close! : conn -> void
 ;; Graceful close: no new requests, half-close, then the reader drains what the peer still
@@ -209,7 +210,7 @@
   (case type
     [(begin-request) (begin-request! c id content)]
     [(params stdin data abort-request)
-     (define r (hash-ref reqs id #f))
+     (define r (table-ref reqs id #f))
      (cond
        [(not begun?) (format "~a record before any BEGIN_REQUEST" type)]
        [(not r) #f]                     ; not live: skip (its content is already consumed)
@@ -236,7 +237,7 @@
     [(zero? id) "BEGIN_REQUEST with request id 0"]
     [(not (= (bytes-length content) 8))
      (format "BEGIN_REQUEST with content length ~a" (bytes-length content))]
-    [(hash-ref reqs id #f) (format "second BEGIN_REQUEST for live request ~a" id)]
+    [(table-ref reqs id #f) (format "second BEGIN_REQUEST for live request ~a" id)]
     [else
      (define-values (role keep?) (parse-begin-request content))
      (cond
@@ -246,7 +247,7 @@
         (send-end-request! c id 'unknown-role)
         (unless keep? (conn-close! c))
         #f]
-       [(>= (hash-count reqs) (limits-max-requests-per-connection (server-limits srv)))
+       [(>= (table-count reqs) (limits-max-requests-per-connection (server-limits srv)))
         (log-fastcgi-warning "request ~a from ~a: over ~a live requests on one connection: OVERLOADED"
                              id (log-escape (conn-peer c))
                              (limits-max-requests-per-connection (server-limits srv)))
@@ -254,11 +255,11 @@
         (send-end-request! c id 'overloaded)
         #f]
        [else
-        (when (positive? (hash-count reqs))
+        (when (positive? (table-count reqs))
           ;; a multiplexing front: from now on every request here gets a thread
           (set-conn-mpx?! c #t)
           (start-pending! c))
-        (hash-set! reqs id (make-fastcgi-request c id role keep?))
+        (table-set! reqs id (make-fastcgi-request c id role keep?))
         #f])]))
 
 ;; params! : conn request bytes -> (or/c #f string)
@@ -360,7 +361,7 @@
     ;; connection at the moment the stop began (nginx does, between two requests) gets an
     ;; answer, not a 503. A newcomer on a multiplexed connection is refused, so a stream of
     ;; them cannot hold the stop open.
-    [(and (server-closing? srv) (> (hash-count (conn-requests c)) 1))
+    [(and (server-closing? srv) (> (table-count (conn-requests c)) 1))
      (reject! c r 503 "Service Unavailable" "server stopping")]
     [(>= (unbox (server-running srv)) (limits-max-concurrent lim))
      (shed! c r (λ () (format "over ~a handlers running (max-concurrent)" (limits-max-concurrent lim))))]
@@ -379,7 +380,7 @@
      (stat-add! srv 'requests)
      (if (and (not (conn-mpx? c)) (not (conn-inline c)) (not (limits-max-queue-delay lim))
               (not (eq? (fastcgi-request-role r) 'filter))
-              (= 1 (hash-count (conn-requests c))))
+              (= 1 (table-count (conn-requests c))))
          (set-conn-pending! c r)        ; runs inline once its input has ended (read-loop)
          (start-handler! c r))
      #f]))
@@ -437,7 +438,7 @@
   (let loop ([i (put! 0)])
     (when (< i len)
       (cond
-        [(> (hash-count (conn-requests c)) 1)
+        [(> (table-count (conn-requests c)) 1)
          (log-fastcgi-warning "request ~a from ~a: handler ~a bytes behind on a multiplexed connection: ended"
                               (fastcgi-request-id r) (log-escape (conn-peer c)) (limits-stdin-buffer lim))
          (end-stalled! c r)]
@@ -549,7 +550,7 @@
 (define (check-request-timeouts! c lim now)
   (define secs (limits-request-timeout lim))
   (when secs
-    (for ([r (in-list (hash-values (conn-requests c)))])
+    (for ([r (in-list (table-values (conn-requests c)))])
       (define t (fastcgi-request-handler r))
       (define broken (fastcgi-request-broken-ms r))
       (cond
@@ -563,7 +564,7 @@
          ;; only while r is live: a reader thread that ran r inline may have gone on to
          ;; other work (see run-inline!, which drops a break that came just too late)
          (start-atomic)
-         (when (eq? (hash-ref (conn-requests c) (fastcgi-request-id r) #f) r) (break-thread t))
+         (when (eq? (table-ref (conn-requests c) (fastcgi-request-id r) #f) r) (break-thread t))
          (end-atomic)]
         [(and broken (> (- now broken) 5000))
          ;; In a thread of its own: ending takes the connection's lock, which the handler
@@ -589,14 +590,14 @@
   ;; set-read-deadline!, so that neither overwrites the other with a stale decision.
   ;; (Without this a kept connection stayed open forever once its requests were done.)
   (start-atomic)
-  (when (eq? (hash-ref reqs id #f) r) (hash-remove! reqs id))
-  (when (and (zero? (hash-count reqs)) (not (conn-closing? c)))
+  (table-remove-if-eq! reqs id r)
+  (when (and (zero? (table-count reqs)) (not (conn-closing? c)))
     (define idle (+ (now-ms) (* 1000 (limits-idle-timeout (server-limits (conn-server c))))))
     (define old (conn-deadline c))
     (set-conn-deadline! c (if old (min old idle) idle)))
   (end-atomic)
   (when (or (not (fastcgi-request-keep-conn? r))
-            (and (server-closing? (conn-server c)) (zero? (hash-count reqs))))
+            (and (server-closing? (conn-server c)) (zero? (table-count reqs))))
     (conn-close! c)))
 
 ;; observe! : conn request -> void ; tell the server's observer (access log, counters)

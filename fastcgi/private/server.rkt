@@ -6,6 +6,7 @@
          "log.rkt"
          "protocol.rkt"
          (only-in "request.rkt" fastcgi-request-handler fastcgi-request-start-ms)
+         "table.rkt"
          "transport.rkt"
          "wire.rkt")
 (provide start-server
@@ -45,7 +46,7 @@
                       #:limits [lim default-limits]
                       #:allowed-clients [allowed #f]
                       #:observer [observer #f])
-  (define srv (server handler roles lim (make-hasheq)
+  (define srv (server handler roles lim (make-table)
                       (λ (c) (socket-shutdown-write! (conn-out c)))
                       (box 0) (make-hasheq) #f observer (box 0.0) (box (cons 0.0 0))
                       (make-thread-group) (box 1.0)))
@@ -54,10 +55,10 @@
   (define overflow (make-semaphore overflow-connections))
   (define (serve in out peer)
     (define c (make-conn in out peer srv))
-    (hash-set! conns c #t)
+    (table-set! conns c #t)
     ;; the end may be seen by another thread (an inline handler's reading taken over)
     (serve-connection c (λ ()
-                          (hash-remove! conns c)
+                          (table-remove! conns c)
                           (semaphore-post slots))))
   (define acceptor
     (thread
@@ -106,14 +107,14 @@
       (set-server-closing?! srv #t)
       (listener-close! listener)
       (thread-wait acceptor)
-      (for ([c (in-list (hash-keys conns))])
-        (when (zero? (hash-count (conn-requests c))) (conn-close! c)))
+      (for ([c (in-list (table-keys conns))])
+        (when (zero? (table-count (conn-requests c))) (conn-close! c)))
       (define deadline (+ (now-ms) (* 1000 timeout)))
       (let wait ()
-        (when (and (positive? (hash-count conns)) (< (now-ms) deadline))
+        (when (and (positive? (table-count conns)) (< (now-ms) deadline))
           (sleep 0.05)
           (wait)))
-      (for ([c (in-list (hash-keys conns))])
+      (for ([c (in-list (table-keys conns))])
         (log-fastcgi-warning "stop: cutting the connection from ~a after ~a s"
                              (log-escape (conn-peer c)) timeout)
         (conn-broken! c))
@@ -215,8 +216,8 @@
   (define limit-ms (* 1000.0 (limits-max-queue-delay (server-limits srv))))
   (define now (now-ms))
   (with-handlers ([exn:fail? (λ (e) #f)])   ; the tables change under the scan
-    (for*/or ([c (in-list (hash-keys (server-connections srv)))]
-              [r (in-list (hash-values (conn-requests c)))])
+    (for*/or ([c (in-list (table-keys (server-connections srv)))]
+              [r (in-list (table-values (conn-requests c)))])
       (and (fastcgi-request-handler r) (> (- now (fastcgi-request-start-ms r)) limit-ms)))))
 
 ;; watch-inline : server -> none
@@ -229,7 +230,7 @@
     (sleep (/ inline-takeover-ms 1000.0))
     (when (positive? (unbox (server-running srv)))
       (define now (now-ms))
-      (for ([c (in-list (hash-keys conns))])
+      (for ([c (in-list (table-keys conns))])
         (define r (conn-inline c))
         (when (and r (> (- now (fastcgi-request-start-ms r)) inline-takeover-ms))
           (ensure-reader! c))))
@@ -245,7 +246,7 @@
   (let loop ()
     (sleep 0.25)
     (define now (now-ms))
-    (for ([c (in-list (hash-keys conns))])
+    (for ([c (in-list (table-keys conns))])
       (define rd (conn-deadline c))
       (define wd (conn-write-deadline c))
       (cond

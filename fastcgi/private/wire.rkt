@@ -5,6 +5,7 @@
 (require ffi/unsafe/atomic
          ffi/unsafe/port
          "limits.rkt"
+         "table.rkt"
          "transport.rkt")
 (provide (struct-out server)
          (struct-out conn)
@@ -17,7 +18,7 @@
          now-ms)
 
 ;; Per process. handler: fastcgi-request -> any. roles: the roles the handler takes.
-;; connections: mutable set (hasheq conn -> #t) scanned by the deadline manager.
+;; connections: table (table.rkt) of conn -> #t, scanned by the deadline manager.
 ;; shutdown-write: conn -> void, half-closes a connection's socket for a graceful close.
 ;; observer: (or/c #f (fastcgi-request flonum -> any)), told of every answered request with
 ;; its duration in ms (access log, counters); it runs in the request's thread and must
@@ -58,7 +59,7 @@
   (when (file-stream-port? out) (file-stream-buffer-mode out 'none))
   (define fd (and (file-stream-port? in) (unsafe-port->file-descriptor in)))
   (define sema (make-semaphore 0))
-  (conn in out fd peer srv (make-semaphore 1) (make-hasheqv) sema (semaphore-peek-evt sema)
+  (conn in out fd peer srv (make-semaphore 1) (make-table) sema (semaphore-peek-evt sema)
         #f #f #f #f void #f #f #f #f))
 
 ;; ensure-reader! : conn -> void

@@ -22,6 +22,7 @@
          "request.rkt"
          "server.rkt"
          "signals.rkt"
+         "table.rkt"
          "transport.rkt"
          "wire.rkt")
 (provide run-worker
@@ -120,8 +121,8 @@
   (define broken (make-weak-hasheq))          ; request -> its handler thread
   (let loop ([asked? #f])
     (sleep 1)
-    (for* ([c (in-list (hash-keys (server-connections srv)))]
-           [r (in-list (hash-values (conn-requests c)))])
+    (for* ([c (in-list (table-keys (server-connections srv)))]
+           [r (in-list (table-values (conn-requests c)))])
       (when (and (fastcgi-request-broken-ms r) (fastcgi-request-handler r))
         (hash-set! broken r (fastcgi-request-handler r))))
     (define now (current-inexact-milliseconds))
@@ -247,8 +248,8 @@
   (let loop ()
     (sleep 0.5)
     (define now (current-inexact-milliseconds))
-    (for* ([c (in-list (hash-keys (server-connections srv)))]
-           [r (in-list (hash-values (conn-requests c)))])
+    (for* ([c (in-list (table-keys (server-connections srv)))]
+           [r (in-list (table-values (conn-requests c)))])
       (define t (fastcgi-request-handler r))
       (define ran (/ (- now (fastcgi-request-start-ms r)) 1000.0))
       (when (and t (> ran threshold) (not (hash-ref seen r #f)) (not (thread-dead? t)))
