@@ -2,7 +2,7 @@
 ;; The application under `make reliability` and `make soak`: a raw handler whose paths
 ;; are the request kinds the runs mix. Every answer is a CGI answer with Content-Length.
 ;;   /hello            a few bytes
-;;   /cpu/N            N ms of computation (a fixed amount of work, calibrated at load)
+;;   /cpu/N            N ms of CPU (a fixed amount of work, calibrated at load)
 ;;   /slow/N           sleeps N ms (a handler waiting on I/O)
 ;;   /download/N       N bytes, written in 64 KiB pieces
 ;;   /upload           reads the whole body; answers its length
@@ -15,12 +15,14 @@
 ;; work! : natural -> natural ; computation the optimizer cannot skip
 (define (work! n) (for/fold ([x 0]) ([i (in-range n)]) (bitwise-xor x (* i 7))))
 
-;; iterations of work! per millisecond on this machine, measured once at load
+;; iterations of work! per millisecond of this thread's CPU time, measured once at load
+;; (CPU time, not the clock: workers start together, and a calibration that shared a core
+;; made /cpu/N cheaper and the measured capacity too high)
 (define per-ms
   (let loop ([n 100000])
-    (define t0 (current-inexact-milliseconds))
+    (define t0 (current-process-milliseconds (current-thread)))
     (work! n)
-    (define ms (- (current-inexact-milliseconds) t0))
+    (define ms (- (current-process-milliseconds (current-thread)) t0))
     (if (< ms 20) (loop (* n 4)) (/ n ms))))
 
 (define chunk (make-bytes 65536 (char->integer #\x)))
