@@ -164,7 +164,7 @@
   (start-atomic)
   (define secs
     (cond
-      [(or partial? (for/or ([r (in-list (table-values reqs))]) (not (request-input-done? r))))
+      [(or partial? (table-ormap reqs (λ (r) (not (request-input-done? r)))))
        (limits-read-timeout lim)]
       [(> (table-count reqs) 0) #f]
       [else (limits-idle-timeout lim)]))

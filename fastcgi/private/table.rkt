@@ -13,6 +13,7 @@
          table-remove!
          table-remove-if-eq!
          table-count
+         table-ormap
          table-values
          table-keys
          table-clear!)
@@ -44,6 +45,10 @@
 
 ;; table-count : table -> natural
 (define (table-count t) (hash-count (unbox (table-box t))))
+
+;; table-ormap : table (any -> any) -> any ; the first true (f value), without a list
+(define (table-ormap t f)
+  (for/or ([v (in-immutable-hash-values (unbox (table-box t)))]) (f v)))
 
 ;; table-values : table -> list ; table-keys : table -> list
 (define (table-values t) (hash-values (unbox (table-box t))))

