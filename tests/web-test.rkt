@@ -1,8 +1,13 @@
 #lang racket/base
-;; The servlet adapter's own URI parser (fastcgi/private/web.rkt, uri->url): its quick
-;; path must give exactly what net/url's string->url gives, which it falls back to.
+;; The servlet adapter's own quick paths (fastcgi/private/web.rkt) against the plain way:
+;; - uri->url must give exactly what net/url's string->url gives, which it falls back to;
+;; - read-params (headers and the params the adapter reads, through its cache of param
+;;   name shapes) must give what a table look-up per param gives.
 (require net/url
+         racket/list
+         racket/string
          rackunit
+         web-server/http/request-structs
          "../fastcgi/private/web.rkt")
 
 ;; url->list : url -> list ; every field, path/params opened
@@ -36,3 +41,73 @@
                            (list-ref alphabet (random (length alphabet) rng))))))
     (unless (equal? (parsed uri->url s) (parsed string->url s))
       (check-same s))))
+
+;; The plain way: each param's header name computed anew, each special param the first
+;; occurrence in the list.
+(define (reference-header-name name)
+  (cond
+    [(equal? name #"CONTENT_TYPE") #"Content-Type"]
+    [(equal? name #"CONTENT_LENGTH") #"Content-Length"]
+    [(regexp-match #rx#"^HTTP_(.+)$" name)
+     => (λ (m) (string->bytes/latin-1
+                (string-join (map string-titlecase (string-split (bytes->string/latin-1 (cadr m)) "_" #:trim? #f))
+                             "-")))]
+    [else #f]))
+
+(define (reference-read params)
+  (values
+   (for*/list ([p (in-list params)]
+               [name (in-value (reference-header-name (car p)))]
+               #:when (and name (not (and (zero? (bytes-length (cdr p)))
+                                          (regexp-match? #rx#"^CONTENT_" (car p))))))
+     (cons name (cdr p)))
+   (for/vector ([s (in-vector special-names)])
+     (cond [(assoc s params) => cdr] [else #f]))))
+
+(define (check-read params)
+  (define-values (hs special) (read-params params))
+  (define-values (ref-hs ref-special) (reference-read params))
+  (check-equal? (for/list ([h (in-list hs)]) (cons (header-field h) (header-value h))) ref-hs
+                (format "headers of ~s" params))
+  (check-equal? special ref-special (format "special params of ~s" params)))
+
+(test-case "read-params on chosen params"
+  (define nginx
+    '((#"QUERY_STRING" . #"") (#"REQUEST_METHOD" . #"GET") (#"CONTENT_TYPE" . #"")
+      (#"CONTENT_LENGTH" . #"") (#"SCRIPT_NAME" . #"/") (#"REQUEST_URI" . #"/")
+      (#"SERVER_PROTOCOL" . #"HTTP/1.1") (#"REMOTE_ADDR" . #"127.0.0.1")
+      (#"SERVER_ADDR" . #"127.0.0.1") (#"SERVER_PORT" . #"8080") (#"HTTP_HOST" . #"x:8080")
+      (#"HTTP_ACCEPT_LANGUAGE" . #"en")))
+  (check-read nginx)
+  (check-read nginx)                    ; the second time through the cached shape
+  (check-read (list-set nginx 2 '(#"CONTENT_TYPE" . #"text/plain")))
+  ;; same number of params, other names: a new shape
+  (check-read (list-set nginx 11 '(#"HTTP_COOKIE" . #"a=b")))
+  (check-read (list-set nginx 0 '(#"HTTP_X_A" . #"1")))
+  ;; a name twice: both headers kept in order; the first value wins for a special param
+  (check-read (append nginx '((#"HTTP_HOST" . #"second") (#"REQUEST_URI" . #"/second"))))
+  (check-read '())
+  (check-read '((#"HTTP_" . #"x") (#"HTTP__" . #"y") (#"http_host" . #"z") (#"CONTENT_TYPE" . #"")))
+  (define-values (hs special) (read-params nginx))
+  (check-equal? (vector-ref special 1) #"/")
+  (check-equal? (header-value (headers-assq* #"host" hs)) #"x:8080"))
+
+(test-case "read-params equals the plain way on 20000 random param lists"
+  (define names
+    (append (vector->list special-names)
+            '(#"CONTENT_TYPE" #"CONTENT_LENGTH" #"HTTP_HOST" #"HTTP_USER_AGENT" #"HTTP_ACCEPT"
+              #"HTTP_X_FORWARDED_FOR" #"DOCUMENT_ROOT" #"SERVER_PROTOCOL" #"HTTPS" #"HTTP_")))
+  (define values* '(#"" #"x" #"/a?b" #"text/plain" #"12"))
+  (define rng (make-pseudo-random-generator))
+  (parameterize ([current-pseudo-random-generator rng]) (random-seed 20261122))
+  (for ([i (in-range 20000)])
+    (define params
+      (for/list ([k (in-range (random 12 rng))])
+        ;; fresh, mutable copies, as the engine's parser makes them
+        (cons (bytes-copy (list-ref names (random (length names) rng)))
+              (bytes-copy (list-ref values* (random (length values*) rng))))))
+    (define-values (hs special) (read-params params))
+    (define-values (ref-hs ref-special) (reference-read params))
+    (unless (and (equal? (for/list ([h (in-list hs)]) (cons (header-field h) (header-value h))) ref-hs)
+                 (equal? special ref-special))
+      (check-read params))))
