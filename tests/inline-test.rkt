@@ -1,7 +1,8 @@
 #lang racket/base
 ;; Inline handlers (connection.rkt): a request whose input has all arrived, alone on a
-;; connection that never multiplexed, runs in the connection's reading thread; a new
-;; reading thread takes over when the handler waits on abort-evt or runs for long. Each
+;; connection that never multiplexed, runs in the connection's reading thread (the event
+;; loop's, for a socket); a new reading thread takes over when the handler waits on
+;; abort-evt or runs for long. Each
 ;; test checks which way a request ran (the handler's thread) and that what the peer sees
 ;; is what a thread per request gives: answers, aborts, multiplexing, timeouts, bodies.
 (require racket/async-channel
@@ -40,6 +41,7 @@
      (async-channel-put events 'spinning)
      (let loop ([i 0]) (when (< i 4000000000) (loop (add1 i))))]
     [("set-param") (print-graph #t) (write-bytes ok-head out)]
+    [("unset-param") (print-graph #f) (write-bytes ok-head out)]
     [("get-param") (write-bytes ok-head out) (write-bytes (if (print-graph) #"#t" #"#f") out)]
     [else (error 'handler "unknown mode ~a" mode)]))
 
@@ -61,12 +63,12 @@
          (check-true (thread? (thread-of "k1")))
          (check-eq? (thread-of "k2") (thread-of "k1") "the second request ran where the first did")
          (check-eq? (thread-of "k3") (thread-of "k1"))
-         ;; another connection has its own reading thread
+         ;; the event loop reads another connection in the same thread (poller.rkt)
          (with-peer path
            (λ (q)
              (peer-send! q (get 1 "other"))
              (check-status (peer-answer q 1) 200)))
-         (check-not-eq? (thread-of "other") (thread-of "k1")))))
+         (check-eq? (thread-of "other") (thread-of "k1")))))
 
    (test-case "a body still arriving: the handler gets a thread of its own and reads it all"
      (with-peer path
@@ -131,7 +133,7 @@
            (peer-send! p (get i (format "after-spin-~a" i)))
            (check-status (peer-answer p i) 200)))))
 
-   (test-case "a parameter set directly stays for the connection's later requests (documented)"
+   (test-case "a parameter set directly stays for the thread's later requests (documented)"
      (with-peer path
        (λ (p)
          (peer-send! p (get 1 "set" #:mode "set-param"))
@@ -141,8 +143,11 @@
          (with-peer path
            (λ (q)
              (peer-send! q (get 1 "get-other" #:mode "get-param"))
-             (check-equal? (cgi-body (answer-stdout (peer-answer q 1))) #"#f"
-                           "another connection does not see it"))))))))
+             ;; the event loop runs this connection's inline handlers in the same thread
+             (check-equal? (cgi-body (answer-stdout (peer-answer q 1))) #"#t"
+                           "another connection of the loop sees it")))
+         (peer-send! p (get 3 "unset" #:mode "unset-param"))
+         (check-status (peer-answer p 3) 200))))))
 
 ;; With shedding on, every handler gets a thread (its thread group).
 (call-with-server

@@ -16,9 +16,11 @@
          "log.rkt"
          "protocol.rkt"
          "request.rkt"
+         "poller.rkt"
          "table.rkt"
          "wire.rkt")
 (provide serve-connection
+         loop-step!
          conn-close!
          check-request-timeouts!
          stat-add!
@@ -41,21 +43,102 @@
 ;; One difference a handler can see: a parameter it sets directly (not parameterize)
 ;; stays set for the later requests of the same connection, as in Racket's web-server.
 
+;; The event loop. A connection served by a server's poller (poller.rkt) has no thread of
+;; its own while it waits for input: the loop thread runs its reader (run-reader) when
+;; the socket is readable, and the reader returns, "parked", where it would have waited.
+;; The loop must never block for one connection, so before the reader or an inline
+;; handler would block (a full stdin pipe, a send to a peer that does not read, the write
+;; lock held by a handler thread, a handler that runs on or waits), the connection leaves
+;; the loop for good and a new thread becomes the loop (poller-hand-over!): either the
+;; thread that was about to block goes on as the connection's own reader (loop-would-
+;; block!), or, for an inline handler, the takeover gives the connection a reader thread
+;; of its own, as without the loop. Not with shedding on (its handlers and readers need a
+;; thread group) nor for connections not on a socket.
+
 ;; The reader's state, shared by the threads that read one connection in turn.
 ;; takeover: the thunk run-inline! offers to ensure-reader! (made once per connection).
+;; loop?: the event loop reads this connection; parked?: it waits there, no thread in
+;; its reader; reads: read() calls in this turn of the loop; runner: the thread running
+;; the inline handler; ended: box, #t once the end of the connection was handled.
 (struct rd (decoder [short? #:mutable] [begun? #:mutable] [served #:mutable] done custodian
-                    [takeover #:mutable]))
+                    [takeover #:mutable]
+                    [loop? #:mutable] [parked? #:mutable] [reads #:mutable] [runner #:mutable]
+                    ended))
 
-;; serve-connection : conn [(-> any)] -> void
-;; Reads the connection in the calling thread until it ends or an inline handler's
-;; reading is taken over by a new thread. Whichever thread sees the end calls done.
-(define (serve-connection c [done void])
+;; Reads a connection gets in one turn of the loop, so that a peer that sends without
+;; pause cannot keep the loop from the others.
+(define reads-per-turn 8)
+
+;; serve-connection : conn [(-> any)] #:poller (or/c #f poller) -> void
+;; Without a poller: reads the connection in the calling thread until it ends or an
+;; inline handler's reading is taken over by a new thread. With one: registers the
+;; connection with it and returns at once. Whichever thread sees the end calls done.
+(define (serve-connection c [done void] #:poller [p #f])
   (define lim (server-limits (conn-server c)))
-  (set-conn-on-broken! c abort-all!)
   (set-conn-deadline! c (+ (now-ms) (* 1000 (limits-first-byte-timeout lim))))
-  (define st (rd (make-decoder) #f #f 0 done (current-custodian) #f))
-  (set-rd-takeover! st (λ () (start-reader! c st)))
-  (run-reader c st))
+  (define st (rd (make-decoder) #f #f 0 done (current-custodian) #f #f #f 0 #f (box #f)))
+  (cond
+    [(and p (conn-fd c) (not (limits-max-queue-delay lim)))
+     (set-conn-on-broken! c (λ (c)
+                              (abort-all! c)
+                              ;; nobody is in the reader of a parked connection to see it end
+                              (when (rd-parked? st) (end-connection! c st))))
+     (set-conn-on-block! c (λ () (loop-would-block! c st)))
+     (set-rd-takeover! st (λ ()
+                            (loop-detach! c st)
+                            (start-reader! c st)))
+     (set-rd-loop?! st #t)
+     (set-rd-parked?! st #t)
+     (set-conn-loop-state! c st)
+     (set-conn-poller! c p)
+     (unless (poller-add! p (conn-fd c) c)
+       (set-rd-loop?! st #f)
+       (set-rd-parked?! st #f)
+       (start-reader! c st))]
+    [else
+     (set-conn-on-broken! c abort-all!)
+     (set-rd-takeover! st (λ () (start-reader! c st)))
+     (run-reader c st)]))
+
+;; loop-step! : conn -> void ; the loop's step for a readable connection (server.rkt)
+(define (loop-step! c)
+  (define st (conn-loop-state c))
+  (start-atomic)
+  (define go? (and (rd-parked? st) (rd-loop? st) (not (conn-broken? c))))
+  (when go? (set-rd-parked?! st #f))
+  (end-atomic)
+  (when go?
+    (set-rd-short?! st #f)
+    (set-rd-reads! st 0)
+    (run-reader c st)))
+
+;; loop-would-block! : conn rd -> void ; see The event loop, above
+(define (loop-would-block! c st)
+  (define p (conn-poller c))
+  (when (and (rd-loop? st) (poller-owner? p))
+    (cond
+      [(conn-takeover c) (ensure-reader! c)]   ; in an inline handler (or its answer)
+      [else
+       (set-rd-loop?! st #f)
+       (poller-forget! p (conn-fd c) c)
+       (poller-hand-over! p (current-thread))])))
+
+;; loop-detach! : conn rd -> void
+;; The connection leaves the loop (a thread of its own reads it from now on); if the
+;; thread running its inline handler is the loop, a new thread becomes the loop.
+(define (loop-detach! c st)
+  (when (rd-loop? st)
+    (set-rd-loop?! st #f)
+    (poller-forget! (conn-poller c) (conn-fd c) c)
+    (poller-hand-over! (conn-poller c) (rd-runner st))))
+
+;; end-connection! : conn rd -> void ; once per connection
+(define (end-connection! c st)
+  (when (box-cas! (rd-ended st) #f #t)
+    (conn-broken! c)
+    ;; a request admitted but still pending is aborted by now: it gives back its slot
+    (start-pending! c)
+    ((rd-done st))))
 
 ;; run-reader : conn rd -> void
 (define (run-reader c st)
@@ -66,35 +149,53 @@
   ;; from. (Off, scheduling is as it was before shedding existed.)
   (when (limits-max-queue-delay (server-limits (conn-server c)))
     (current-thread-group (server-handler-group (conn-server c))))
-  (define ended?
+  (define result
     (with-handlers ([(λ (e) #t)
                      (λ (e) (log-fastcgi-error "connection from ~a: ~a" (log-escape (conn-peer c))
                                                (log-escape (if (exn? e) (exn-message e) e)))
                         #t)])
       ;; breaks are for handlers (the request timeout), enabled only around them
       (parameterize-break #f (read-loop c st))))
-  (when ended?
-    (conn-broken! c)
-    ;; a request admitted but still pending is aborted by now: it gives back its slot
-    (start-pending! c)
-    ((rd-done st))))
+  (cond
+    [(eq? result 'parked)
+     (start-atomic)
+     (set-rd-parked?! st #t)
+     (define broken? (conn-broken? c))
+     (end-atomic)
+     ;; broken meanwhile: whoever broke it may have looked before it was parked
+     (when broken? (end-connection! c st))]
+    [result (end-connection! c st)]))
 
 ;; start-reader! : conn rd -> thread ; a new thread takes over reading
 (define (start-reader! c st)
   (parameterize ([current-custodian (rd-custodian st)])
     (thread (λ () (run-reader c st)))))
 
-;; read-loop : conn rd -> boolean ; #t when the connection has ended, #f when handed over
+;; read-loop : conn rd -> (or/c boolean 'parked)
+;; #t when the connection has ended, #f when handed over, 'parked when the loop reads it
+;; and it has nothing more to read now.
 (define (read-loop c st)
   (define lim (server-limits (conn-server c)))
   (define d (rd-decoder st))
   (define read!
     (if (conn-fd c)
         (λ (bs start end)
-          ;; the last read from the socket filled less than the space it had: see conn-read!
-          (define n (conn-read! c bs start end (rd-short? st)))
-          (set-rd-short?! st (and (exact-integer? n) (< n (- end start))))
-          n)
+          (cond
+            [(rd-loop? st)
+             ;; after a short read the socket is most likely empty: park without a read()
+             ;; that would only say EAGAIN (epoll reports the socket again if it is not)
+             (cond
+               [(or (rd-short? st) (>= (rd-reads st) reads-per-turn)) 'would-block]
+               [else
+                (set-rd-reads! st (add1 (rd-reads st)))
+                (define n (conn-try-read! c bs start end))
+                (set-rd-short?! st (and (exact-integer? n) (< n (- end start))))
+                (if (eqv? n 0) 'would-block n)])]
+            [else
+             ;; the last read from the socket filled less than the space it had: see conn-read!
+             (define n (conn-read! c bs start end (rd-short? st)))
+             (set-rd-short?! st (and (exact-integer? n) (< n (- end start))))
+             n]))
         (let ([in (conn-in c)]) (λ (bs start end) (read-bytes-avail! bs in start end)))))
   (let loop ()
     (define rec (decoder-take! d))
@@ -128,6 +229,7 @@
        (define n (with-handlers ([exn:fail? (λ (e) eof)]) (decoder-fill! d read!)))
        (cond
          [(eof-object? n) #t]
+         [(eq? n 'would-block) 'parked]
          [else (loop)])])))
 
 ;; run-inline! : conn rd request -> boolean
@@ -139,6 +241,7 @@
   ;; a live request whose input has ended: no read deadline while it runs
   (set-read-deadline! c lim #f)
   (start-atomic)
+  (set-rd-runner! st (current-thread))
   (set-conn-inline! c r)
   (set-conn-takeover! c (rd-takeover st))
   (end-atomic)
@@ -190,7 +293,7 @@
   (unless (or (conn-closing? c) (conn-broken? c))
     (set-conn-closing?! c #t)
     (set-conn-deadline! c (+ (now-ms) (* 1000 (limits-drain-timeout (server-limits (conn-server c))))))
-    (semaphore-wait (conn-lock c))
+    (conn-lock! c)
     (with-handlers ([exn:fail? void])
       (flush-output (conn-out c))
       ((server-shutdown-write (conn-server c)) c))
@@ -447,6 +550,7 @@
          (start-pending! c)
          ;; the wait below has its own bound; the peer is not the slow one here
          (set-conn-deadline! c #f)
+         ((conn-on-block c))
          (define ready (sync/timeout (limits-read-timeout lim) out
                                      (semaphore-peek-evt (fastcgi-request-abort-sema r))))
          (cond

@@ -316,9 +316,10 @@
 
 ;; mark-done! : request -> boolean ; #t for the one caller that ends the request
 (define (mark-done! r)
-  (define lock (conn-lock (fastcgi-request-conn r)))
+  (define c (fastcgi-request-conn r))
+  (define lock (conn-lock c))
   (parameterize-break #f
-    (semaphore-wait lock)
+    (conn-lock! c)
     (define first? (not (eq? (fastcgi-request-state r) 'done)))
     (when first? (set-fastcgi-request-state! r 'done))
     (semaphore-post lock)

@@ -1,9 +1,11 @@
 #lang racket/base
-;; One server process: the accept loop, a green thread per connection, one deadline
+;; One server process: the accept loop, the event loop that reads the connections
+;; (poller.rkt; with shedding on, a green thread per connection instead), one deadline
 ;; manager for all connections, and the graceful stop.
 (require "connection.rkt"
          "limits.rkt"
          "log.rkt"
+         "poller.rkt"
          "protocol.rkt"
          (only-in "request.rkt" fastcgi-request-handler fastcgi-request-start-ms)
          "table.rkt"
@@ -53,13 +55,17 @@
   (define conns (server-connections srv))
   (define slots (make-semaphore (limits-max-connections lim)))
   (define overflow (make-semaphore overflow-connections))
+  ;; the event loop (not with shedding on: see connection.rkt)
+  (define poller (and (not (limits-max-queue-delay lim)) (make-poller loop-step!)))
+  (when poller (poller-start! poller))
   (define (serve in out peer)
     (define c (make-conn in out peer srv))
     (table-set! conns c #t)
     ;; the end may be seen by another thread (an inline handler's reading taken over)
     (serve-connection c (λ ()
                           (table-remove! conns c)
-                          (semaphore-post slots))))
+                          (semaphore-post slots))
+                      #:poller poller))
   (define acceptor
     (thread
      (λ ()
@@ -95,7 +101,8 @@
             (loop)]
            [else
             (stat-add! srv 'connections)
-            (thread (λ () (serve in out peer)))
+            ;; with the loop, serve only registers the connection
+            (if poller (serve in out peer) (thread (λ () (serve in out peer))))
             (loop)])))))
   (define watchdog (thread (λ () (watch-deadlines conns lim))))
   (define inline-watch (thread (λ () (watch-inline srv))))
@@ -120,6 +127,7 @@
         (conn-broken! c))
       (kill-thread watchdog)
       (kill-thread inline-watch)
+      (when poller (poller-stop! poller))
       (when delay-watch (kill-thread delay-watch))
       (log-fastcgi-info "stopped listening on ~a" (listener-address listener))))
   (running-server (listener-address listener) stop srv))

@@ -5,6 +5,7 @@
 (require ffi/unsafe/atomic
          ffi/unsafe/port
          "limits.rkt"
+         "poller.rkt"
          "table.rkt"
          "transport.rkt")
 (provide (struct-out server)
@@ -12,6 +13,8 @@
          make-conn
          ensure-reader!
          conn-read!
+         conn-try-read!
+         conn-lock!
          conn-send!
          conn-broken!
          counter-add!
@@ -48,7 +51,11 @@
               ;; thread to go on reading (taken once, by ensure-reader!); a request whose
               ;; params ended, waiting for its input to end to run inline; whether the
               ;; front ever had two requests live at once here (then: a thread each).
-              [inline #:mutable] [takeover #:mutable] [pending #:mutable] [mpx? #:mutable]))
+              [inline #:mutable] [takeover #:mutable] [pending #:mutable] [mpx? #:mutable]
+              ;; The event loop (poller.rkt), when it reads this connection: the poller,
+              ;; the reader's state (connection.rkt), and what to do before blocking on
+              ;; the connection's behalf (hand the loop over, when this thread is it).
+              [poller #:mutable] [loop-state #:mutable] [on-block #:mutable]))
 
 ;; make-conn : input-port output-port string server -> conn
 ;; The output port is made unbuffered: closing a buffered fd port while a writer is blocked
@@ -60,7 +67,7 @@
   (define fd (and (file-stream-port? in) (unsafe-port->file-descriptor in)))
   (define sema (make-semaphore 0))
   (conn in out fd peer srv (make-semaphore 1) (make-table) sema (semaphore-peek-evt sema)
-        #f #f #f #f void #f #f #f #f))
+        #f #f #f #f void #f #f #f #f #f #f void))
 
 ;; ensure-reader! : conn -> void
 ;; While the reader thread runs a handler inline, nothing reads the connection: this
@@ -93,6 +100,8 @@
   (when first?
     (set-conn-broken?! c #t)
     (when (conn-fd c) (unsafe-socket->semaphore (conn-fd c) 'remove))
+    ;; before the close: the fd's number may be the next connection's right after
+    (when (conn-poller c) (poller-forget! (conn-poller c) (conn-fd c) c))
     (semaphore-post (conn-broken-sema c)))
   (end-atomic)
   (when first?
@@ -122,6 +131,23 @@
       [(exn? r) (raise r)]
       [else r])))
 
+;; conn-try-read! : conn bytes natural natural -> (or/c natural eof)
+;; One read() that does not wait: 0 when the socket has nothing now. Raises on a socket
+;; error; eof at the end or once the connection is broken.
+(define (conn-try-read! c bs start end)
+  (start-atomic)
+  (define r (if (conn-broken? c) eof (socket-read! (conn-fd c) bs start end)))
+  (end-atomic)
+  (if (exn? r) (raise r) r))
+
+;; conn-lock! : conn -> void
+;; Takes the connection's write lock; if another thread holds it, first tells the event
+;; loop (on-block), which must not wait on one connection.
+(define (conn-lock! c)
+  (unless (semaphore-try-wait? (conn-lock c))
+    ((conn-on-block c))
+    (semaphore-wait (conn-lock c))))
+
 ;; conn-send! : conn bytes [natural natural (or/c #f (-> boolean))] -> boolean
 ;; One write of bs[start,end) under the connection lock, bounded by the write timeout.
 ;; #f when the connection is broken (the bytes are dropped, the caller's request is aborted)
@@ -133,7 +159,7 @@
 ;; send! : conn bytes natural natural (or/c #f (-> boolean)) -> boolean
 (define (send! c bs start end still?)
   (define lock (conn-lock c))
-  (semaphore-wait lock)
+  (conn-lock! c)
   (cond
     [(or (conn-broken? c) (and still? (not (still?)))) (semaphore-post lock) #f]
     [else
@@ -159,6 +185,7 @@
       [else
        (when evt
          (unless (conn-write-deadline c) (start-write-deadline! c))
+         ((conn-on-block c))
          (sync evt (conn-broken-evt c)))
        (loop (+ i r))])))
 

@@ -129,19 +129,28 @@ When the module provides a procedure named @racket[start], it is used and
 with an error. From Racket, @racket[serve/fastcgi] serves a servlet and
 @racket[serve/fastcgi-raw] a raw handler.
 
-Each request runs its handler in a Racket thread of its own, or in its connection's
-reading thread. The second, the fast path, is taken when the request's input has all
-arrived and it is alone on a connection that never carried two requests at once (nginx,
-Apache and lighttpd never multiplex): no thread is made and nothing reads the connection
-while the handler runs. A new reading thread takes over as soon as the handler waits on
-@racket[fastcgi-request-abort-evt], or once it has run for 10 ms, so an
-@wire{ABORT_REQUEST}, a closed connection or a second request is seen within about 20 ms.
-Limits, the request timeout and the answer to a raising handler are the same either way.
-Requests whose body is still arriving, Filters, multiplexed connections and, with
-shedding on (@secref["shedding"]), every request get a thread of their own. One
-difference can show: a parameter that a handler sets directly, not with
-@racket[parameterize], stays set for the later requests of the same connection (as with
-Racket's own web server, which serves a connection's requests in one thread).
+Connections on a socket are read by one thread, the event loop: it asks the kernel
+(@tt{epoll}) which connections have input and reads each in turn, so a kept connection
+costs no thread while it waits, and a request no thread switch. Each request runs its
+handler in a Racket thread of its own, or in the thread that reads its connection. The
+second, the fast path, is taken when the request's input has all arrived and it is alone
+on a connection that never carried two requests at once (nginx, Apache and lighttpd never
+multiplex): no thread is made and nothing reads that connection while the handler runs.
+As soon as the handler waits on @racket[fastcgi-request-abort-evt] or on a peer that does
+not read its answer, or once it has run for 10 ms, its connection gets a reading thread
+of its own (for the rest of its life) and a new thread becomes the event loop, so an
+@wire{ABORT_REQUEST}, a closed connection or a second request is seen within about 20 ms,
+and other connections wait at most that long for a handler that blocks. The same goes
+for a connection whose body its handler does not read yet. Limits, the request timeout
+and the answer to a raising handler are the same either way. Requests whose body is
+still arriving, Filters, multiplexed connections and, with shedding on
+(@secref["shedding"]), every request get a thread of their own; with shedding on, every
+connection also gets its own reading thread instead of the event loop. One difference
+can show: a parameter that a handler sets directly, not with @racket[parameterize],
+stays set for the later requests run by the same thread: those of the same connection
+(as with Racket's own web server, which serves a connection's requests in one thread)
+and those of other connections that the event loop reads. A front sends many clients'
+requests over one connection, so no handler should leave a parameter set this way.
 
 While a handler runs, @racket[current-error-port] is the request's @wire{FCGI_STDERR}
 stream: what the handler writes there goes to the front, which typically writes it to
@@ -1286,7 +1295,7 @@ Servlets take the Responder role only.
 @bold{Multiplexing.} A connection can carry many live requests at once, up to
 @racket[#:max-requests-per-connection]; each runs its own handler thread (the first
 request on a connection may have run in the reading thread, which then hands reading to a
-new thread within about 20 ms: see @secref["apps"]). Records of
+thread of the connection's own within about 20 ms: see @secref["apps"]). Records of
 different requests never interleave inside one write.
 
 @bold{Keeping connections.} When a request's @wire{BEGIN_REQUEST} does not set

@@ -1,0 +1,143 @@
+#lang racket/base
+;; The event loop: one thread serves the read side of every idle or busy kept connection
+;; of a server, from an epoll set of our own (Linux). Each connection socket is registered
+;; once, level-triggered; the loop asks epoll which are readable and runs each one's step
+;; in turn, without a thread switch per request. Racket's own way (a thread per
+;; connection, each waiting on the socket through Racket's epoll set) costs two thread
+;; switches and two epoll_ctl per request: bench/OPTIMISATIONS.md, round 5.
+;;
+;; A step must not block. Whoever is about to block on behalf of one connection while
+;; running as the loop hands the loop over first (poller-hand-over!): a new thread becomes
+;; the loop, and the old one goes on with that one connection only.
+(require ffi/unsafe
+         ffi/unsafe/atomic
+         ffi/unsafe/port)
+(provide make-poller
+         poller?
+         poller-add!
+         poller-forget!
+         poller-owner?
+         poller-hand-over!
+         poller-start!
+         poller-stop!)
+
+(define-syntax-rule (define-libc name c-name type ...)
+  (define name (get-ffi-obj c-name #f (_fun #:save-errno 'posix type ...))))
+(define-libc c-epoll-create1 "epoll_create1" _int -> _int)
+(define-libc c-epoll-ctl "epoll_ctl" _int _int _int _pointer -> _int)
+(define-libc c-epoll-wait "epoll_wait" _int _pointer _int _int -> _int)
+(define-libc c-close "close" _int -> _int)
+
+(define EPOLL_CLOEXEC #o2000000)
+(define EPOLL_CTL_ADD 1)
+(define EPOLL_CTL_DEL 2)
+(define EPOLLIN #x001)
+(define EPOLLRDHUP #x2000)
+(define event-size 12)                  ; struct epoll_event is packed on x86_64
+(define max-events 64)
+
+;; epfd: the epoll set; events: the buffer epoll_wait fills (owned by the loop thread);
+;; entries: fd -> entry (a vector that grows); owner: the thread that is the loop now;
+;; step: entry -> any, run by the loop for a readable fd; custodian: of the loop threads.
+(struct poller (epfd events [entries #:mutable] [owner #:mutable] step custodian
+                     [stopped? #:mutable] ev))
+
+;; make-poller : (any -> any) -> poller
+;; The loop does not run until poller-start!.
+(define (make-poller step)
+  (define epfd (c-epoll-create1 EPOLL_CLOEXEC))
+  (when (< epfd 0)
+    (error 'fastcgi "epoll_create1 failed (errno ~a)" (saved-errno)))
+  (poller epfd (malloc (* event-size max-events) 'raw) (make-vector 256 #f) #f step
+          (current-custodian) #f (malloc event-size 'raw)))
+
+;; poller-add! : poller natural any -> boolean
+;; Registers fd (readable, or the peer closed) with entry, the value handed to step.
+;; #f when epoll refuses it (the caller then serves the connection otherwise).
+(define (poller-add! p fd entry)
+  (start-atomic)
+  (when (>= fd (vector-length (poller-entries p)))
+    (define old (poller-entries p))
+    (define new (make-vector (max (add1 fd) (* 2 (vector-length old))) #f))
+    (vector-copy! new 0 old)
+    (set-poller-entries! p new))
+  (vector-set! (poller-entries p) fd entry)
+  (define ev (poller-ev p))
+  (ptr-set! ev _uint32 'abs 0 (bitwise-ior EPOLLIN EPOLLRDHUP))
+  (ptr-set! ev _int32 'abs 4 fd)
+  (define ok? (= 0 (c-epoll-ctl (poller-epfd p) EPOLL_CTL_ADD fd ev)))
+  (unless ok? (vector-set! (poller-entries p) fd #f))
+  (end-atomic)
+  ok?)
+
+;; poller-forget! : poller natural any -> void
+;; fd no longer belongs to the loop (if it is still registered with entry). Call it before
+;; the fd is closed: after, its number may already belong to the next connection.
+(define (poller-forget! p fd entry)
+  (start-atomic)
+  (define entries (poller-entries p))
+  (when (and (< fd (vector-length entries)) (eq? (vector-ref entries fd) entry))
+    (vector-set! entries fd #f)
+    (c-epoll-ctl (poller-epfd p) EPOLL_CTL_DEL fd (poller-ev p)))
+  (end-atomic))
+
+;; poller-owner? : poller -> boolean ; is the current thread the loop?
+(define (poller-owner? p)
+  (eq? (poller-owner p) (current-thread)))
+
+;; poller-hand-over! : poller thread -> void
+;; When t is the loop (t is about to block for one connection, or is blocked in a
+;; handler): a new thread becomes the loop at once; t finishes what it is doing and then
+;; stops being the loop (run-loop sees it is no longer the owner). No-op otherwise.
+(define (poller-hand-over! p t)
+  (start-atomic)
+  (define mine? (and (eq? (poller-owner p) t) (not (poller-stopped? p))))
+  (when mine? (set-poller-owner! p 'handing-over))
+  (end-atomic)
+  (when mine? (spawn-loop! p)))
+
+;; poller-start! : poller -> void
+(define (poller-start! p) (spawn-loop! p))
+
+;; poller-stop! : poller -> void ; the loop ends; registered fds are left to their owners
+(define (poller-stop! p)
+  (start-atomic)
+  (set-poller-stopped?! p #t)
+  (define t (poller-owner p))
+  (set-poller-owner! p #f)
+  (end-atomic)
+  (when (thread? t) (kill-thread t)))
+
+;; spawn-loop! : poller -> void
+(define (spawn-loop! p)
+  (parameterize ([current-custodian (poller-custodian p)])
+    (define go (make-semaphore 0))
+    (define t (thread (λ () (semaphore-wait go) (run-loop p))))
+    (start-atomic)
+    (if (poller-stopped? p) (kill-thread t) (set-poller-owner! p t))
+    (end-atomic)
+    (semaphore-post go)))
+
+;; run-loop : poller -> void
+;; While this thread is the loop: take the readable fds (without waiting), run each one's
+;; step; when none is readable, wait until one is (through Racket's scheduler, so the rest
+;; of the process runs meanwhile).
+(define (run-loop p)
+  (define events (poller-events p))
+  (define epfd (poller-epfd p))
+  (define step (poller-step p))
+  (let loop ()
+    (when (poller-owner? p)
+      (define n (c-epoll-wait epfd events max-events 0))
+      (cond
+        [(> n 0)
+         (let each ([i 0])
+           (when (and (< i n) (poller-owner? p))
+             (define fd (ptr-ref events _int32 'abs (+ (* i event-size) 4)))
+             (define entries (poller-entries p))
+             (define entry (and (< fd (vector-length entries)) (vector-ref entries fd)))
+             (when entry (step entry))
+             (each (add1 i))))]
+        [else
+         (sync (unsafe-socket->semaphore epfd 'read))])
+      (loop))))
