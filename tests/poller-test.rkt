@@ -131,3 +131,15 @@
          (peer-send! p (get 1 "hello"))
          (check-status (peer-answer p 1) 200)
          (check-true (peer-eof? p 4) "closed after the 1 s idle timeout"))))))
+
+(test-case "a stopped server leaves no descriptor behind (its epoll set is closed)"
+  (define (fds) (length (directory-list "/proc/self/fd")))
+  (define (start-stop)
+    (call-with-server handler (λ (path)
+                                (with-peer path (λ (p)
+                                                  (peer-send! p (get 1 "hello"))
+                                                  (check-status (peer-answer p 1) 200))))))
+  (start-stop)
+  (define before (fds))
+  (for ([i (in-range 20)]) (start-stop))
+  (check-equal? (fds) before "descriptors after 20 servers started and stopped"))

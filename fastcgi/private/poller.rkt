@@ -99,12 +99,20 @@
 ;; poller-start! : poller -> void
 (define (poller-start! p) (spawn-loop! p))
 
-;; poller-stop! : poller -> void ; the loop ends; registered fds are left to their owners
+;; poller-stop! : poller -> void
+;; The loop ends and the epoll set is closed. Call it once no connection is registered
+;; (a server stops it after its connections have ended): later forgets find no entry and
+;; make no call on the closed set, whose number may be reused.
 (define (poller-stop! p)
   (start-atomic)
+  (define first? (not (poller-stopped? p)))
   (set-poller-stopped?! p #t)
   (define t (poller-owner p))
   (set-poller-owner! p #f)
+  (set-poller-entries! p (vector))
+  (when first?
+    (unsafe-socket->semaphore (poller-epfd p) 'remove)
+    (c-close (poller-epfd p)))
   (end-atomic)
   (when (thread? t) (kill-thread t)))
 
