@@ -180,22 +180,20 @@
   (define read!
     (if (conn-fd c)
         (λ (bs start end)
+          (define loop? (rd-loop? st))
           (cond
-            [(rd-loop? st)
-             ;; after a short read the socket is most likely empty: park without a read()
-             ;; that would only say EAGAIN (epoll reports the socket again if it is not)
-             (cond
-               [(or (rd-short? st) (>= (rd-reads st) reads-per-turn)) 'would-block]
-               [else
-                (set-rd-reads! st (add1 (rd-reads st)))
-                (define n (conn-try-read! c bs start end))
-                (set-rd-short?! st (and (exact-integer? n) (< n (- end start))))
-                (if (eqv? n 0) 'would-block n)])]
+            ;; the last read from the socket filled less than the space it had, so it is
+            ;; most likely empty: the loop parks without a read() that would only say
+            ;; EAGAIN (epoll reports the socket again if it is not); a thread of its own
+            ;; waits before reading (see conn-read!)
+            [(and loop? (or (rd-short? st) (>= (rd-reads st) reads-per-turn))) 'would-block]
             [else
-             ;; the last read from the socket filled less than the space it had: see conn-read!
-             (define n (conn-read! c bs start end (rd-short? st)))
+             (when loop? (set-rd-reads! st (add1 (rd-reads st))))
+             (define n (if loop?
+                           (conn-try-read! c bs start end)
+                           (conn-read! c bs start end (rd-short? st))))
              (set-rd-short?! st (and (exact-integer? n) (< n (- end start))))
-             n]))
+             (if (eqv? n 0) 'would-block n)]))
         (let ([in (conn-in c)]) (λ (bs start end) (read-bytes-avail! bs in start end)))))
   (let loop ()
     (define rec (decoder-take! d))

@@ -48,8 +48,9 @@
   (define epfd (c-epoll-create1 EPOLL_CLOEXEC))
   (when (< epfd 0)
     (error 'fastcgi "epoll_create1 failed (errno ~a)" (saved-errno)))
-  (poller epfd (malloc (* event-size max-events) 'raw) (make-vector 256 #f) #f step
-          (current-custodian) #f (malloc event-size 'raw)))
+  ;; not moved by the GC (epoll writes into them), and freed with the poller
+  (poller epfd (malloc (* event-size max-events) 'atomic-interior) (make-vector 256 #f) #f step
+          (current-custodian) #f (malloc event-size 'atomic-interior)))
 
 ;; poller-add! : poller natural any -> boolean
 ;; Registers fd (readable, or the peer closed) with entry, the value handed to step.
