@@ -85,6 +85,57 @@
   (check-exn protocol-error? (λ () (parse-pairs three #:max-pairs 2)))
   (check-equal? (parse-pairs #"" #:max-pairs 0) '()))
 
+;; parse-params (the server's) against parse-pairs (the plain way): the same pairs, or
+;; the same message where parse-pairs raises
+(define (parse-pairs/message bs max)
+  (with-handlers ([protocol-error? exn-message]) (parse-pairs bs #:max-pairs max)))
+
+(test-case "parse-params: as parse-pairs on good and bad streams, immutable strings"
+  (define bad-ones
+    (list #"\1" #"\5\1abc" #"\1\5ab" #"\1\1ab\2" #"\200\0\0" #"\1\200\0\0\1" #"\200\0\1\0\1abc"
+          #"\377\377\377\377\1ab" #"\1\377\377\377\377ab" #"\200\0\0\1\377\377\377\377a"))
+  (define good (pairs->bytes `((,name127 . #"") (,name128 . ,value200) (#"A" . #"1") (#"A" . #"2"))))
+  (for ([bs (in-list (cons good bad-ones))])
+    (check-equal? (parse-params bs 1000 '()) (parse-pairs/message bs 1000) (format "~s" bs)))
+  (for ([p (in-list (parse-params good 1000 '()))])
+    (check-true (and (immutable? (car p)) (immutable? (cdr p)))))
+  (define three (pairs->bytes '(("a" . "1") ("b" . "2") ("c" . "3"))))
+  (check-equal? (parse-params three 2 '()) "params: more than 2 name-value pairs")
+  (check-equal? (parse-params three 3 '()) (parse-pairs three)))
+
+(test-case "parse-params: equal names and values are the previous request's strings"
+  (define first (parse-params (pairs->bytes '(("HOST" . "x") ("PORT" . "1") ("URI" . "/a"))) 100 '()))
+  (define second (parse-params (pairs->bytes '(("HOST" . "x") ("PORT" . "2") ("URI" . "/a") ("NEW" . "v")))
+                               100 first))
+  (check-equal? second '((#"HOST" . #"x") (#"PORT" . #"2") (#"URI" . #"/a") (#"NEW" . #"v")))
+  (check-eq? (car (list-ref second 0)) (car (list-ref first 0)))
+  (check-eq? (cdr (list-ref second 0)) (cdr (list-ref first 0)))
+  (check-eq? (car (list-ref second 1)) (car (list-ref first 1)))
+  (check-not-eq? (cdr (list-ref second 1)) (cdr (list-ref first 1)))
+  (check-eq? (cdr (list-ref second 2)) (cdr (list-ref first 2)))
+  ;; names that moved are compared by place only: equal, not shared
+  (define third (parse-params (pairs->bytes '(("URI" . "/a") ("HOST" . "x"))) 100 first))
+  (check-equal? third '((#"URI" . #"/a") (#"HOST" . #"x")))
+  (check-not-eq? (car (list-ref third 0)) (car (list-ref first 2))))
+
+(test-case "parse-params: random streams, with and without a previous request"
+  (define names '(#"A" #"B" #"HTTP_HOST" #"" #"X"))
+  (define values '(#"" #"1" #"22" #"value"))
+  (for ([k (in-range 2000)])
+    (define (random-pairs)
+      (for/list ([i (in-range (random 6))])
+        (cons (list-ref names (random (length names))) (list-ref values (random (length values))))))
+    (define prev (parse-params (pairs->bytes (random-pairs)) 100 '()))
+    (define bs (let ([b (pairs->bytes (random-pairs))])
+                 ;; sometimes cut short, to make it bad
+                 (if (and (> (bytes-length b) 0) (zero? (random 3))) (subbytes b 0 (random (bytes-length b))) b)))
+    (define max (random 7))
+    (check-equal? (parse-params bs max prev) (parse-pairs/message bs max) (format "~s max ~a" bs max))
+    ;; and garbage, 4-byte lengths included
+    (define junk (apply bytes (for/list ([i (in-range (random 12))])
+                                (if (zero? (random 4)) (+ 128 (random 2)) (random 4)))))
+    (check-equal? (parse-params junk 100 prev) (parse-pairs/message junk 100) (format "~s" junk))))
+
 ;; -- records ------------------------------------------------------------------------------
 (test-case "records: exact header bytes and padding"
   (for ([row (in-list

@@ -193,8 +193,12 @@
                            (conn-try-read! c bs start end)
                            (conn-read! c bs start end (rd-short? st))))
              (set-rd-short?! st (and (exact-integer? n) (< n (- end start))))
-             (if (eqv? n 0) 'would-block n)]))
-        (let ([in (conn-in c)]) (λ (bs start end) (read-bytes-avail! bs in start end)))))
+             (cond [(eqv? n 0) 'would-block]
+                   [(exn? n) eof]         ; a socket error ends the connection
+                   [else n])]))
+        (let ([in (conn-in c)])
+          (λ (bs start end)
+            (with-handlers ([exn:fail? (λ (e) eof)]) (read-bytes-avail! bs in start end))))))
   (let loop ()
     (define rec (decoder-take! d))
     (cond
@@ -218,26 +222,30 @@
       [else
        ;; the pending request's input goes on: its handler needs the reader
        (start-pending! c)
-       ;; before the first whole record the deadline set at accept stands, so a peer that
-       ;; trickles a header byte by byte cannot hold the connection past first-byte-timeout
-       (unless (or (conn-closing? c) (zero? (rd-served st)))
-         (set-read-deadline! c lim (> (decoder-buffered d) 0)))
+       ;; The deadline for what comes next: before the first whole record the deadline
+       ;; set at accept stands, so a peer that trickles a header byte by byte cannot hold
+       ;; the connection past first-byte-timeout. A thread of its own sets it before the
+       ;; read that may wait; the loop, whose reads never wait, only when it parks.
+       (define (deadline!)
+         (unless (or (conn-closing? c) (zero? (rd-served st)))
+           (set-read-deadline! c lim (> (decoder-buffered d) 0))))
+       (unless (rd-loop? st) (deadline!))
        ;; an idle connection gives back a decoder buffer that grew for a big record
        (when (zero? (table-count (conn-requests c))) (decoder-shrink! d))
-       (define n (with-handlers ([exn:fail? (λ (e) eof)]) (decoder-fill! d read!)))
+       (define n (decoder-fill! d read!))
        (cond
          [(eof-object? n) #t]
-         [(eq? n 'would-block) 'parked]
+         [(eq? n 'would-block) (deadline!) 'parked]
          [else (loop)])])))
 
 ;; run-inline! : conn rd request -> boolean
 ;; Runs r's handler in this, the reader's, thread. #t: this thread is still the reader;
 ;; #f: a new reader took over meanwhile (this thread is done with the connection).
 (define (run-inline! c st r)
-  (define lim (server-limits (conn-server c)))
   (set-conn-pending! c #f)
-  ;; a live request whose input has ended: no read deadline while it runs
-  (set-read-deadline! c lim #f)
+  ;; its input has ended and it is the only live request (see params-done!): no read
+  ;; deadline while it runs; retire! starts the idle clock
+  (set-conn-deadline! c #f)
   (start-atomic)
   (set-rd-runner! st (current-thread))
   (set-conn-inline! c r)
@@ -363,6 +371,10 @@
         (table-set! reqs id (make-fastcgi-request c id role keep?))
         #f])]))
 
+;; The params of a connection's last request are kept, to share their byte strings with
+;; the next request's, when they came in at most this many bytes.
+(define max-kept-params 4096)
+
 ;; params! : conn request bytes -> (or/c #f string)
 (define (params! c r content)
   (define lim (server-limits (conn-server c)))
@@ -382,16 +394,16 @@
      (define acc (fastcgi-request-params-acc r))
      (define all (if (and (pair? acc) (null? (cdr acc))) (car acc) (apply bytes-append (reverse acc))))
      (set-fastcgi-request-params-acc! r '())
-     (define pairs
-       (with-handlers ([exn:fail:fastcgi:protocol? values])
-         (parse-pairs all #:max-pairs (limits-max-params-pairs lim))))
+     (define pairs (parse-params all (limits-max-params-pairs lim) (conn-last-params c)))
      (cond
-       [(exn? pairs)
-        (define too-many? (regexp-match? #rx"more than" (exn-message pairs)))
+       [(string? pairs)
+        (define too-many? (regexp-match? #rx"more than" pairs))
         (reject! c r (if too-many? 431 400)
                  (if too-many? "Request Header Fields Too Large" "Bad Request")
-                 (exn-message pairs))]
+                 pairs)]
        [else
+        ;; kept only when small: an idle connection holds them until its next request
+        (set-conn-last-params! c (if (<= (bytes-length all) max-kept-params) pairs '()))
         (set-fastcgi-request-params! r pairs)
         (params-done! c r)])]))
 

@@ -25,7 +25,8 @@
   (define name (get-ffi-obj c-name #f (_fun #:save-errno 'posix type ...))))
 (define-libc c-epoll-create1 "epoll_create1" _int -> _int)
 (define-libc c-epoll-ctl "epoll_ctl" _int _int _int _pointer -> _int)
-(define-libc c-epoll-wait "epoll_wait" _int _pointer _int _int -> _int)
+;; no errno wanted: the loop waits through Racket's scheduler on any n <= 0
+(define c-epoll-wait (get-ffi-obj "epoll_wait" #f (_fun _int _pointer _int _int -> _int)))
 (define-libc c-close "close" _int -> _int)
 
 (define EPOLL_CLOEXEC #o2000000)

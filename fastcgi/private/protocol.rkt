@@ -6,7 +6,8 @@
 ;; Every length read from the wire is untrusted: it is checked against what is actually
 ;; present before anything is allocated, and no arithmetic is done in 16 or 32 bits
 ;; (Racket integers do not wrap).
-(require racket/list)
+(require racket/list
+         (only-in racket/unsafe/ops unsafe-bytes->immutable-bytes! unsafe-bytes-ref unsafe-fx= unsafe-fx+))
 (provide (struct-out exn:fail:fastcgi)
          (struct-out exn:fail:fastcgi:protocol)
          raise-protocol-error
@@ -21,6 +22,7 @@
          decoder-buffered
          parse-begin-request parse-end-request parse-unknown-type
          parse-pairs
+         parse-params
          ;; encoding
          record-header record-header! padding-for
          record->bytes write-record write-stream
@@ -255,6 +257,57 @@
              (cons (cons (subbytes bs i2 (+ i2 nlen)) (subbytes bs (+ i2 nlen) (+ i2 nlen vlen)))
                    acc)
              (add1 count))])))
+
+;; parse-params : bytes natural (listof (cons bytes bytes)) -> (or/c (listof (cons bytes bytes)) string)
+;; A request's params, for the server: as parse-pairs (the same checks, in the same
+;; order), but a problem is returned as parse-pairs' message, not raised, and the byte
+;; strings are immutable. A name or value equal to the one at the same place in `like`
+;; (the previous request's params on the connection) is that same byte string: a front
+;; sends the same names, and mostly the same values, on every request, and a copy of each
+;; was most of what parsing them allocated.
+(define (parse-params bs max-pairs like)
+  (define end (bytes-length bs))
+  ;; the pair length at i, or #f (truncated) or 'long (a truncated 4-byte length)
+  (define (len-at i)
+    (cond
+      [(>= i end) #f]
+      [(< (bytes-ref bs i) 128) (bytes-ref bs i)]
+      [(> (+ i 4) end) 'long]
+      [else (+ (* (bitwise-and (bytes-ref bs i) #x7f) 16777216) (* (bytes-ref bs (+ i 1)) 65536)
+               (* (bytes-ref bs (+ i 2)) 256) (bytes-ref bs (+ i 3)))]))
+  (define (truncated what)
+    (if (eq? what 'long) "params: truncated 4-byte name-value length" "params: truncated name-value length"))
+  ;; the slice bs[from, to) as an immutable byte string: old's own when equal
+  (define (slice from to old)
+    (if (and old (= (bytes-length old) (- to from))
+             ;; unsafe: i < to <= (bytes-length bs), j < (bytes-length old), by the test above
+             (let same? ([i from] [j 0])
+               (or (unsafe-fx= i to)
+                   (and (unsafe-fx= (unsafe-bytes-ref bs i) (unsafe-bytes-ref old j))
+                        (same? (unsafe-fx+ i 1) (unsafe-fx+ j 1))))))
+        old
+        (unsafe-bytes->immutable-bytes! (subbytes bs from to))))
+  (let loop ([i 0] [count 0] [like like])
+    (cond
+      [(= i end) '()]
+      [(>= count max-pairs) (format "params: more than ~a name-value pairs" max-pairs)]
+      [else
+       (define nlen (len-at i))
+       ;; a length takes 4 bytes when its first has the top bit, whatever its value
+       (define i1 (if (exact-integer? nlen) (+ i (if (< (bytes-ref bs i) 128) 1 4)) i))
+       (define vlen (and (exact-integer? nlen) (len-at i1)))
+       (define i2 (if (exact-integer? vlen) (+ i1 (if (< (bytes-ref bs i1) 128) 1 4)) i1))
+       (cond
+         [(not (exact-integer? nlen)) (truncated nlen)]
+         [(not (exact-integer? vlen)) (truncated vlen)]
+         [(> (+ i2 nlen vlen) end)
+          (format "params: pair lengths ~a+~a exceed the ~a bytes left" nlen vlen (- end i2))]
+         [else
+          (define old (and (pair? like) (car like)))
+          (define name (slice i2 (+ i2 nlen) (and old (car old))))
+          (define value (slice (+ i2 nlen) (+ i2 nlen vlen) (and old (cdr old))))
+          (define rest (loop (+ i2 nlen vlen) (add1 count) (if (pair? like) (cdr like) '())))
+          (if (string? rest) rest (cons (cons name value) rest))])])))
 
 ;; ---------------------------------------------------------------------------------------
 ;; Encoding.

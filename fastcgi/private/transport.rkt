@@ -328,7 +328,8 @@
 ;; socket-read! : fd bytes natural natural -> (or/c natural eof exn:fail:fastcgi:transport)
 ;; The bytes read into bs[start, end), 0 when none are available now, eof at the end.
 (define (socket-read! fd bs start end)
-  (define n (c-read fd (ptr-add bs start) (- end start)))
+  (define n (let ([n (c-read/fast fd (ptr-add bs start) (- end start))])
+              (if (< n 0) (c-read fd (ptr-add bs start) (- end start)) n)))
   (cond
     [(> n 0) n]
     [(= n 0) eof]
@@ -338,7 +339,8 @@
 ;; The bytes of bs[start, end) sent, 0 when the socket's buffer is full. MSG_NOSIGNAL: a
 ;; peer that went away gives EPIPE, not a SIGPIPE.
 (define (socket-write! fd bs start end)
-  (define n (c-send fd (ptr-add bs start) (- end start) MSG_NOSIGNAL))
+  (define n (let ([n (c-send/fast fd (ptr-add bs start) (- end start) MSG_NOSIGNAL)])
+              (if (< n 0) (c-send fd (ptr-add bs start) (- end start) MSG_NOSIGNAL) n)))
   (if (>= n 0)
       n
       (socket-error "write" (saved-errno) (λ () (socket-write! fd bs start end)))))

@@ -128,11 +128,12 @@
   (define old (hash-ref shapes n #f))
   (cond
     [(and old (for/and ([p (in-list params)] [name (in-vector (shape-names old))])
-                (bytes=? (car p) name)))
+                ;; eq?: the engine shares equal names between a connection's requests
+                (or (eq? (car p) name) (bytes=? (car p) name))))
      old]
     [else
      (define new
-       (shape (for/vector #:length n ([p (in-list params)]) (bytes->immutable-bytes (car p)))
+       (shape (for/vector #:length n ([p (in-list params)]) (bytes->immutable-bytes (car p))) ; no copy when immutable
               (for/vector #:length n ([p (in-list params)]) (param->header-name (car p)))
               (for/vector #:length n ([p (in-list params)]) (special-slot (car p)))))
      (when (and (or old (< (hash-count shapes) max-shapes))

@@ -55,7 +55,10 @@
               ;; The event loop (poller.rkt), when it reads this connection: the poller,
               ;; the reader's state (connection.rkt), and what to do before blocking on
               ;; the connection's behalf (hand the loop over, when this thread is it).
-              [poller #:mutable] [loop-state #:mutable] [on-block #:mutable]))
+              [poller #:mutable] [loop-state #:mutable] [on-block #:mutable]
+              ;; the params of the last request read here (their byte strings are shared
+              ;; with the next request's where equal: parse-params in protocol.rkt)
+              [last-params #:mutable]))
 
 ;; make-conn : input-port output-port string server -> conn
 ;; The output port is made unbuffered: closing a buffered fd port while a writer is blocked
@@ -67,7 +70,7 @@
   (define fd (and (file-stream-port? in) (unsafe-port->file-descriptor in)))
   (define sema (make-semaphore 0))
   (conn in out fd peer srv (make-semaphore 1) (make-table) sema (semaphore-peek-evt sema)
-        #f #f #f #f void #f #f #f #f #f #f void))
+        #f #f #f #f void #f #f #f #f #f #f void '()))
 
 ;; ensure-reader! : conn -> void
 ;; While the reader thread runs a handler inline, nothing reads the connection: this
@@ -113,9 +116,10 @@
 (define (close-output-port* out)
   (with-handlers ([exn:fail? void]) (close-output-port out)))
 
-;; conn-read! : conn bytes natural natural [boolean] -> (or/c natural eof)
+;; conn-read! : conn bytes natural natural [boolean] -> (or/c natural eof exn:fail)
 ;; Blocks until the socket has bytes (at least one is read into bs[start, end)), the peer
-;; closed it (eof) or the connection was broken (eof). Raises on a socket error.
+;; closed it (eof) or the connection was broken (eof). A socket error is returned, not
+;; raised (an exception handler per read costs more than the read's own work).
 ;; wait-first?: the caller's last read was short, so the socket is most likely empty:
 ;; wait for it to be readable before the first read, rather than make a read() that
 ;; only says EAGAIN (one system call per request on a kept connection).
@@ -128,17 +132,16 @@
     (end-atomic)
     (cond
       [evt (sync evt (conn-broken-evt c)) (loop #f)]
-      [(exn? r) (raise r)]
       [else r])))
 
-;; conn-try-read! : conn bytes natural natural -> (or/c natural eof)
-;; One read() that does not wait: 0 when the socket has nothing now. Raises on a socket
-;; error; eof at the end or once the connection is broken.
+;; conn-try-read! : conn bytes natural natural -> (or/c natural eof exn:fail)
+;; One read() that does not wait: 0 when the socket has nothing now; eof at the end or
+;; once the connection is broken; a socket error is returned, as by conn-read!.
 (define (conn-try-read! c bs start end)
   (start-atomic)
   (define r (if (conn-broken? c) eof (socket-read! (conn-fd c) bs start end)))
   (end-atomic)
-  (if (exn? r) (raise r) r))
+  r)
 
 ;; conn-lock! : conn -> void
 ;; Takes the connection's write lock; if another thread holds it, first tells the event
