@@ -870,7 +870,9 @@ The parts of a request:
  @item{@racket[fastcgi-request-keep-conn?]: whether the front set @wire{FCGI_KEEP_CONN};
        when it did not, the connection is closed once this request ends.}
  @item{@racket[fastcgi-request-params]: every param as a pair of name and value, in the
-       order received; a name sent twice appears twice.}
+       order received; a name sent twice appears twice. The byte strings are immutable:
+       a name or value equal to the previous request's on the same connection is the same
+       byte string.}
  @item{@racket[fastcgi-request-stdin]: the body (@wire{FCGI_STDIN}), delivered as it
        arrives. After the request has been aborted, reading raises
        @racket[exn:fail:fastcgi:aborted]. When the body went over
