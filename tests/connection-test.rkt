@@ -66,6 +66,12 @@
      (write-string "oops: something went wrong" (current-error-port))
      (write-bytes ok-head out)
      (write-bytes #"fine" out)]
+    [("stderr-thread")
+     ;; a thread the handler starts writes to current-error-port, then to the request's
+     ;; own stderr port
+     (thread-wait (thread (λ () (write-string "from a thread;" (current-error-port)))))
+     (write-string "own port" (fastcgi-request-stderr r))
+     (write-bytes ok-head out)]
     [("raise") (write-bytes #"Status: 200 OK\r\n" out) (error 'handler "boom")]
     [("big")
      (write-bytes ok-head out)
@@ -255,6 +261,14 @@
           (define a (peer-answer p 1))
           (check-equal? (answer-stderr a) #"oops: something went wrong")
           (check-equal? (cgi-body (answer-stdout a)) #"fine"))))
+
+    (test-case "STDERR also carries what threads started by the handler write, on later requests too"
+      (with-peer path
+        (λ (p)
+          (for ([id '(1 2)])
+            (peer-send! p (request-bytes id #:params (params "MODE" "stderr-thread")))
+            (define a (peer-answer p id))
+            (check-equal? (answer-stderr a) #"from a thread;own port")))))
 
     (test-case "a handler that raises: 500 on STDOUT, END_REQUEST, connection usable"
       (with-peer path

@@ -69,6 +69,14 @@
 ;; pause cannot keep the loop from the others.
 (define reads-per-turn 8)
 
+;; (catch-all on-raise body ...): body's value, or (on-raise v) once body has raised v,
+;; whatever v is (as with-handlers with a handler for everything, which allocated twice as
+;; much: this runs twice per request).
+(struct caught (value))
+(define-syntax-rule (catch-all on-raise body ...)
+  (let ([v (call/ec (λ (k) (call-with-exception-handler (λ (e) (k (caught e))) (λ () body ...))))])
+    (if (caught? v) (on-raise (caught-value v)) v)))
+
 ;; serve-connection : conn [(-> any)] #:poller (or/c #f poller) -> void
 ;; Without a poller: reads the connection in the calling thread until it ends or an
 ;; inline handler's reading is taken over by a new thread. With one: registers the
@@ -150,10 +158,9 @@
   (when (limits-max-queue-delay (server-limits (conn-server c)))
     (current-thread-group (server-handler-group (conn-server c))))
   (define result
-    (with-handlers ([(λ (e) #t)
-                     (λ (e) (log-fastcgi-error "connection from ~a: ~a" (log-escape (conn-peer c))
-                                               (log-escape (if (exn? e) (exn-message e) e)))
-                        #t)])
+    (catch-all (λ (e) (log-fastcgi-error "connection from ~a: ~a" (log-escape (conn-peer c))
+                                         (log-escape (if (exn? e) (exn-message e) e)))
+                 #t)
       ;; breaks are for handlers (the request timeout), enabled only around them
       (parameterize-break #f (read-loop c st))))
   (cond
@@ -622,11 +629,13 @@
 ;; ends the request: its answer, the connection's bookkeeping, the observer.
 (define (run-handler! c r)
   (define srv (conn-server c))
-  (current-error-port (fastcgi-request-stderr r))
+  (set-handler-request! r)
+  (current-error-port handler-error-port)
   (define failure
-    (with-handlers ([(λ (e) #t) box])
+    (catch-all box
       (parameterize-break #t ((server-handler srv) r))
       #f))
+  (set-handler-request! #f)
   (parameterize-break #f
     ;; the handler is done: its slot is free before the answer leaves, so a front that
     ;; sends the next request at once never finds a stale count (a false 503)

@@ -6,14 +6,19 @@
 ;;   its custom port is the costliest object of a request (about 5 KiB and 1.5 us);
 ;; - stdout: buffered into records of up to 65528 bytes; the last record, the empty STDOUT
 ;;   and END_REQUEST leave in one write;
-;; - stderr: each write becomes STDERR records at once.
+;; - stderr: each write becomes STDERR records at once. Its port too is made on first use;
+;;   a handler's current-error-port is one port for all requests (handler-error-port).
 (require ffi/unsafe/atomic
          "limits.rkt"
          "protocol.rkt"
          "wire.rkt")
 (provide (except-out (struct-out fastcgi-request) fastcgi-request-stdin-port
-                     set-fastcgi-request-stdin-port! set-fastcgi-request-stdin-out!)
+                     set-fastcgi-request-stdin-port! set-fastcgi-request-stdin-out!
+                     fastcgi-request-stderr-port set-fastcgi-request-stderr-port!)
          fastcgi-request-stdin
+         fastcgi-request-stderr
+         handler-error-port
+         set-handler-request!
          request-stdin-out
          close-request-stdin!
          request-body-empty?
@@ -38,7 +43,7 @@
 ;; The rest belongs to the connection.
 (struct fastcgi-request
   (id role keep-conn? [params #:mutable] [stdin-port #:mutable] [data #:mutable]
-      [stdout #:mutable] [stderr #:mutable] abort-evt peer
+      [stdout #:mutable] [stderr-port #:mutable] abort-evt peer
       conn abort-sema
       [stdin-out #:mutable]       ; #f (no pipe yet), 'closed (none, and stdin ended) or the port
       [data-out #:mutable] start-ms
@@ -80,8 +85,44 @@
     (set-fastcgi-request-data! r data)
     (set-fastcgi-request-data-out! r data-out))
   (set-fastcgi-request-stdout! r (make-stdout-port r))
-  (set-fastcgi-request-stderr! r (make-stderr-port r))
   r)
+
+;; fastcgi-request-stderr : request -> output-port ; made on first use
+(define (fastcgi-request-stderr r)
+  (or (fastcgi-request-stderr-port r)
+      (let ([port (make-output-port 'fastcgi-stderr always-evt
+                                    (λ (bs start end non-block? breakable?) (stderr-write! r bs start end))
+                                    void)])
+        (start-atomic)
+        (unless (fastcgi-request-stderr-port r) (set-fastcgi-request-stderr-port! r port))
+        (end-atomic)
+        (fastcgi-request-stderr-port r))))
+
+;; The request whose handler a thread runs (or ran last), and every thread it starts
+;; (a preserved cell: a new thread starts with its creator's value). #f elsewhere.
+(define handler-request (make-thread-cell #f #t))
+
+;; set-handler-request! : (or/c request #f) -> void ; for the thread about to run r's handler
+(define (set-handler-request! r) (thread-cell-set! handler-request r))
+
+;; handler-error-port : output-port
+;; A handler's current-error-port: what a thread writes there goes to the STDERR of its
+;; handler-request (as to that request's own stderr port, so it fails once the request
+;; has ended), or to the process's standard error in a thread no handler started. One
+;; port for all requests, not one more custom port per request (a fifth of what making
+;; a request cost).
+(define process-error-port (current-error-port))
+(define handler-error-port
+  (make-output-port
+   'fastcgi-stderr
+   always-evt
+   (λ (bs start end non-block? breakable?)
+     (define r (thread-cell-ref handler-request))
+     (cond
+       [r (stderr-write! r bs start end)]
+       [else (write-bytes bs process-error-port start end) (flush-output process-error-port)
+             (- end start)]))
+   void))
 
 ;; fastcgi-request-stdin : request -> input-port ; the body, as the handler reads it
 (define (fastcgi-request-stdin r)
@@ -259,21 +300,17 @@
 (define (bytes-fill-range! buf from to)
   (for ([i (in-range from to)]) (bytes-set! buf i 0)))
 
-;; make-stderr-port : request -> output-port
-(define (make-stderr-port r)
-  (make-output-port
-   'fastcgi-stderr
-   always-evt
-   (λ (bs start end non-block? breakable?)
-     (check-live r 'write)
-     (define n (min (- end start) max-chunk))
-     (when (> n 0)
-       (define out (open-output-bytes))
-       (write-record 'stderr (fastcgi-request-id r) bs out start (+ start n))
-       (conn-send! (fastcgi-request-conn r) (get-output-bytes out #t) 0 (+ 8 n (padding-for n))
-                   (λ () (not (eq? (fastcgi-request-state r) 'done)))))
-     n)
-   void))
+;; stderr-write! : request bytes natural natural -> natural
+;; A stderr port's write: at most one STDERR record, sent at once.
+(define (stderr-write! r bs start end)
+  (check-live r 'write)
+  (define n (min (- end start) max-chunk))
+  (when (> n 0)
+    (define out (open-output-bytes))
+    (write-record 'stderr (fastcgi-request-id r) bs out start (+ start n))
+    (conn-send! (fastcgi-request-conn r) (get-output-bytes out #t) 0 (+ 8 n (padding-for n))
+                (λ () (not (eq? (fastcgi-request-state r) 'done)))))
+  n)
 
 ;; ---------------------------------------------------------------------------------------
 ;; Ending.

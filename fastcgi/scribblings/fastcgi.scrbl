@@ -152,9 +152,9 @@ stays set for the later requests run by the same thread: those of the same conne
 and those of other connections that the event loop reads. A front sends many clients'
 requests over one connection, so no handler should leave a parameter set this way.
 
-While a handler runs, @racket[current-error-port] is the request's @wire{FCGI_STDERR}
-stream: what the handler writes there goes to the front, which typically writes it to
-its error log.
+While a handler runs, @racket[current-error-port] sends to the request's
+@wire{FCGI_STDERR} stream: what the handler, and any thread it starts, writes there goes
+to the front, which typically writes it to its error log.
 
 @subsection[#:tag "servlets"]{Servlets}
 
@@ -888,7 +888,10 @@ The parts of a request:
        what is buffered. Writing after the request has ended or been aborted raises
        @racket[exn:fail:fastcgi:aborted].}
  @item{@racket[fastcgi-request-stderr]: @wire{FCGI_STDERR}; each write is sent at once.
-       It is also the handler thread's @racket[current-error-port].}
+       The handler's @racket[current-error-port] writes to the same stream: it is one
+       port shared by all requests, which sends what a thread writes to the request whose
+       handler the thread runs or was started by (and to the process's standard error in
+       a thread that no handler started).}
  @item{@racket[fastcgi-request-abort-evt]: a synchronizable event that becomes ready
        when the request has ended, whether by the handler's return, by an
        @wire{ABORT_REQUEST}, by a limit or timeout, or because the connection was lost
