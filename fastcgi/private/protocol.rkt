@@ -26,7 +26,7 @@
          ;; encoding
          record-header record-header! padding-for
          record->bytes write-record write-stream
-         begin-request-content end-request-content unknown-type-content
+         begin-request-content end-request-content end-request-content! unknown-type-content
          pairs->bytes)
 
 (struct exn:fail:fastcgi exn:fail ())
@@ -374,10 +374,22 @@
 
 ;; end-request-content : natural symbol -> bytes
 (define (end-request-content app-status protocol-status)
+  (define bs (make-bytes 8 0))
+  (end-request-content! bs 0 app-status protocol-status)
+  bs)
+
+;; end-request-content! : bytes natural integer symbol -> void
+;; The same 8 bytes written into buf at `at` (no list of arguments, no new string).
+(define (end-request-content! buf at app-status protocol-status)
   (define s (bitwise-and app-status #xffffffff))
-  (bytes (arithmetic-shift s -24) (bitwise-and (arithmetic-shift s -16) 255)
-         (bitwise-and (arithmetic-shift s -8) 255) (bitwise-and s 255)
-         (symbol->protocol-status protocol-status) 0 0 0))
+  (bytes-set! buf at (arithmetic-shift s -24))
+  (bytes-set! buf (+ at 1) (bitwise-and (arithmetic-shift s -16) 255))
+  (bytes-set! buf (+ at 2) (bitwise-and (arithmetic-shift s -8) 255))
+  (bytes-set! buf (+ at 3) (bitwise-and s 255))
+  (bytes-set! buf (+ at 4) (symbol->protocol-status protocol-status))
+  (bytes-set! buf (+ at 5) 0)
+  (bytes-set! buf (+ at 6) 0)
+  (bytes-set! buf (+ at 7) 0))
 
 ;; unknown-type-content : (or/c symbol? byte?) -> bytes
 (define (unknown-type-content type) (bytes (symbol->type type) 0 0 0 0 0 0 0))

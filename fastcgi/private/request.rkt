@@ -343,7 +343,7 @@
       (cond [stdout-end? (record-header! buf at 'stdout id 0 0) (+ at 8)]
             [else at]))
     (record-header! buf at2 'end-request id 8 0)
-    (bytes-copy! buf (+ at2 8) (end-request-content app-status protocol-status))
+    (end-request-content! buf (+ at2 8) app-status protocol-status)
     (set-fastcgi-request-fill! r header-room)
     (conn-send! c buf start (+ at2 16))
     (semaphore-post (fastcgi-request-abort-sema r))
