@@ -35,11 +35,12 @@
 (struct many-result (key label conns answered rss0 rss1 sockets0 sockets1 note) #:transparent)
 
 ;; A run: when and where, the mode ("full" or "quick"), wrk's duration and warm-up, the
+;; number of rounds of the hello-world rows, the
 ;; tables (hello25 hello100 large cpu: rows; upload: upload-rows; many: many-results;
 ;; any of them '() when not run), whether --workers existed, the commands run (a list
 ;; of strings), the configuration files (an alist of title and text), the versions (an
 ;; alist), and the trampoline section's text or #f.
-(struct outcome (date cores mode duration warmup
+(struct outcome (date cores mode duration warmup rounds
                  hello25 hello100 large upload cpu many
                  workers? commands configs versions trampoline)
   #:transparent)
@@ -200,8 +201,17 @@
                (if (equal? (outcome-mode o) "quick") "-quick" "") (outcome-date o) (outcome-cores o))
        (format "for ~a s, measured with wrk for ~a s (one wrk thread), then stopped, so that "
                (outcome-warmup o) (outcome-duration o))
-       "backends do not compete. Every figure is one run on a shared machine: read the "
-       "ratios, which compare peers measured minutes apart through the same nginx, not the "
+       "backends do not compete. "
+       (if (> (outcome-rounds o) 1)
+           (format (string-append
+                    "The hello-world rows are measured in ~a rounds, each round going through "
+                    "every backend in turn, and a row shows its median round (its note lists "
+                    "every round): the machine is shared, and a backend measured once can land "
+                    "in a slow minute that another missed. ")
+                   (outcome-rounds o))
+           "")
+       "Read the "
+       "ratios, which compare peers measured through the same nginx in the same run, not the "
        "absolute numbers. Memory is summed over the backend's processes (php-fpm's master "
        "and children; a manager and its workers).\n\n"
        "![hello world, req/s relative to the C responder](results.png)\n\n"

@@ -2,8 +2,11 @@
 ;; The side-by-side benchmark: `make bench` (racket bench/run.rkt) runs every scenario and
 ;; `make bench-quick` (racket bench/run.rkt --quick) the hello-world rows only; both write
 ;; bench/RESULTS.md and bench/results.png. One nginx fronts every backend; each backend is
-;; started alone, checked, warmed, measured and stopped. Knobs: BENCH_DURATION (seconds
-;; of each measurement, default 10, quick 5), BENCH_WARMUP (default 3, quick 2), and
+;; started alone, checked, warmed, measured and stopped. The hello-world rows are measured
+;; in BENCH_ROUNDS rounds (default 3, quick 1), each round going through every row once,
+;; and a row shows its median round: on a shared machine a peer measured once can land in
+;; a slow minute that another peer missed. Knobs: BENCH_DURATION (seconds of each
+;; measurement, default 5, quick 5), BENCH_WARMUP (default 2, quick 2), BENCH_ROUNDS, and
 ;; BENCH_ONLY (comma-separated hello-row keys and scenario names, to re-measure a few).
 ;; Load goes to 127.0.0.1 and unix sockets only; every process dies with the run.
 (require racket/cmdline
@@ -35,8 +38,9 @@
     [(exact-positive-integer? n) n]
     [else (error 'bench "~a must be a positive whole number of seconds, not ~s" name v)]))
 
-(define duration (make-parameter 10))
-(define warmup (make-parameter 3))
+(define duration (make-parameter 5))
+(define warmup (make-parameter 2))
+(define rounds (make-parameter 3))
 
 ;; only : (or/c #f (listof symbol)) ; BENCH_ONLY, e.g. "c-unix-keep,ours-raw-keep,large"
 (define only
@@ -95,6 +99,32 @@
                    [(positive? (load-errors l)) "answers went wrong: the ratio is not used"]
                    [(zero? (load-requests l)) "no request completed within the run"]
                    [else ""]))))))]))
+
+;; median-rows : (listof (listof row)) -> (listof row)
+;; One spec's rows from each round (a row per concurrency in each) -> a row per
+;; concurrency: the round with the median req/s among those measured without error (the
+;; lower middle one of an even count), its note saying every round's req/s. A row no
+;; round measured is the first round's (its note says why).
+(define (median-rows per-round)
+  (for/list ([i (in-range (length (car per-round)))])
+    (define all (for/list ([rows (in-list per-round)]) (list-ref rows i)))
+    (define good (filter (λ (r) (and (row-load r) (zero? (load-errors (row-load r)))
+                                     (positive? (load-requests (row-load r)))))
+                         all))
+    (cond
+      [(null? good) (car all)]
+      [(null? (cdr all)) (car all)]
+      [else
+       (define sorted (sort good < #:key (λ (r) (load-rps (row-load r)))))
+       (define m (list-ref sorted (quotient (sub1 (length sorted)) 2)))
+       (define seen
+         (string-join (for/list ([r (in-list all)])
+                        (if (memq r good) (~r (load-rps (row-load r)) #:precision 0) "failed"))
+                      " / "))
+       (struct-copy row m
+                    [note (string-append
+                           (format "median of ~a rounds (~a req/s)" (length good) seen)
+                           (if (string=? (row-note m) "") "" (string-append "; " (row-note m))))])])))
 
 ;; first-line : string -> string ; the first non-empty line, for a table cell
 (define (first-line text)
@@ -393,9 +423,15 @@
       void
       (λ ()
         (define concurrencies (if (quick?) '(25) '(25 100)))
+        (define specs (hello-specs dir a))
+        (define by-round
+          (for/list ([k (in-range (rounds))])
+            (when (> (rounds) 1) (say "hello world, round ~a of ~a" (add1 k) (rounds)))
+            (for/list ([s (in-list specs)])
+              (measure-spec dir fronts s concurrencies))))
         (define hello
-          (for/list ([s (in-list (hello-specs dir a))])
-            (measure-spec dir fronts s concurrencies)))
+          (for/list ([i (in-range (length specs))])
+            (median-rows (for/list ([rows (in-list by-round)]) (list-ref rows i)))))
         (define (at i) (for/list ([rows (in-list hello)] #:when (> (length rows) i)) (list-ref rows i)))
         (define (scenario? name) (and (not (quick?)) (selected? name)))
         (define large (if (scenario? 'large) (large-rows dir fronts a) '()))
@@ -411,7 +447,7 @@
               '()))
         (define trampoline (build-path bench-dir "trampoline-results.md"))
         (outcome (parameterize ([date-display-format 'iso-8601]) (date->string (current-date) #t))
-                 (processor-count) (if (quick?) "quick" "full") (duration) (warmup)
+                 (processor-count) (if (quick?) "quick" "full") (duration) (warmup) (rounds)
                  (at 0) (at 1) large upload cpu many
                  (features-workers? (current-features)) (logged-commands)
                  (append
@@ -429,8 +465,9 @@
    #:once-each
    [("--quick") "hello world at 25 connections only: C responder, php-fpm, ours (under 2 minutes)"
                 (quick? #t)])
-  (duration (env-seconds "BENCH_DURATION" (if (quick?) 5 10)))
-  (warmup (env-seconds "BENCH_WARMUP" (if (quick?) 2 3)))
+  (duration (env-seconds "BENCH_DURATION" 5))
+  (warmup (env-seconds "BENCH_WARMUP" 2))
+  (rounds (env-seconds "BENCH_ROUNDS" (if (quick?) 1 3)))
   (define started (current-inexact-milliseconds))
   (define o (run!))
   (define results (build-path bench-dir "RESULTS.md"))
