@@ -85,10 +85,31 @@
   (check-exn protocol-error? (λ () (parse-pairs three #:max-pairs 2)))
   (check-equal? (parse-pairs #"" #:max-pairs 0) '()))
 
-;; parse-params (the server's) against parse-pairs (the plain way): the same pairs, or
-;; the same message where parse-pairs raises
+;; parse-params (which parse-pairs calls) against the plain way, written here: the same
+;; pairs, or the same message
+(define (read-length bs i end)
+  (cond
+    [(>= i end) (error "params: truncated name-value length")]
+    [(< (bytes-ref bs i) 128) (values (bytes-ref bs i) (+ i 1))]
+    [(> (+ i 4) end) (error "params: truncated 4-byte name-value length")]
+    [else (values (+ (* (bitwise-and (bytes-ref bs i) #x7f) 16777216) (* (bytes-ref bs (+ i 1)) 65536)
+                     (* (bytes-ref bs (+ i 2)) 256) (bytes-ref bs (+ i 3)))
+                  (+ i 4))]))
 (define (parse-pairs/message bs max)
-  (with-handlers ([protocol-error? exn-message]) (parse-pairs bs #:max-pairs max)))
+  (with-handlers ([exn:fail? exn-message])
+    (let loop ([i 0] [acc '()] [count 0])
+      (cond
+        [(= i (bytes-length bs)) (reverse acc)]
+        [(>= count max) (error (format "params: more than ~a name-value pairs" max))]
+        [else
+         (define-values (nlen i1) (read-length bs i (bytes-length bs)))
+         (define-values (vlen i2) (read-length bs i1 (bytes-length bs)))
+         (when (> (+ i2 nlen vlen) (bytes-length bs))
+           (error (format "params: pair lengths ~a+~a exceed the ~a bytes left"
+                          nlen vlen (- (bytes-length bs) i2))))
+         (loop (+ i2 nlen vlen)
+               (cons (cons (subbytes bs i2 (+ i2 nlen)) (subbytes bs (+ i2 nlen) (+ i2 nlen vlen))) acc)
+               (add1 count))]))))
 
 (test-case "parse-params: as parse-pairs on good and bad streams, immutable strings"
   (define bad-ones

@@ -225,48 +225,25 @@
     (raise-protocol-error 'unknown-type "content length ~a, expected 8" (bytes-length content)))
   (type->symbol (bytes-ref content 0)))
 
-;; read-length : bytes natural natural -> (values natural natural)
-;; One pair length at i: 1 byte below 128, else 4 bytes with the top bit as the marker.
-(define (read-length bs i end)
-  (cond
-    [(>= i end) (raise-protocol-error 'params "truncated name-value length")]
-    [(< (bytes-ref bs i) 128) (values (bytes-ref bs i) (+ i 1))]
-    [(> (+ i 4) end) (raise-protocol-error 'params "truncated 4-byte name-value length")]
-    [else (values (+ (* (bitwise-and (bytes-ref bs i) #x7f) 16777216)
-                     (* (bytes-ref bs (+ i 1)) 65536)
-                     (* (bytes-ref bs (+ i 2)) 256)
-                     (bytes-ref bs (+ i 3)))
-                  (+ i 4))]))
-
 ;; parse-pairs : bytes [natural natural] #:max-pairs natural -> (listof (cons bytes bytes))
 ;; The whole stream must be present. A declared length larger than what remains raises
 ;; before anything is allocated; so does a pair count over max-pairs. Order is kept.
+;; (parse-params, below, with no previous request, and raising its message.)
 (define (parse-pairs bs [start 0] [end (bytes-length bs)] #:max-pairs [max-pairs +inf.0])
-  (let loop ([i start] [acc '()] [count 0])
-    (cond
-      [(= i end) (reverse acc)]
-      [(>= count max-pairs)
-       (raise-protocol-error 'params "more than ~a name-value pairs" max-pairs)]
-      [else
-       (define-values (nlen i1) (read-length bs i end))
-       (define-values (vlen i2) (read-length bs i1 end))
-       (when (> (+ i2 nlen vlen) end)
-         (raise-protocol-error 'params "pair lengths ~a+~a exceed the ~a bytes left"
-                               nlen vlen (- end i2)))
-       (loop (+ i2 nlen vlen)
-             (cons (cons (subbytes bs i2 (+ i2 nlen)) (subbytes bs (+ i2 nlen) (+ i2 nlen vlen)))
-                   acc)
-             (add1 count))])))
+  (define pairs (parse-params bs max-pairs '() start end))
+  (if (string? pairs)
+      (raise (exn:fail:fastcgi:protocol pairs (current-continuation-marks)))
+      pairs))
 
-;; parse-params : bytes natural (listof (cons bytes bytes)) -> (or/c (listof (cons bytes bytes)) string)
-;; A request's params, for the server: as parse-pairs (the same checks, in the same
-;; order), but a problem is returned as parse-pairs' message, not raised, and the byte
-;; strings are immutable. A name or value equal to the one at the same place in `like`
-;; (the previous request's params on the connection) is that same byte string: a front
-;; sends the same names, and mostly the same values, on every request, and a copy of each
-;; was most of what parsing them allocated.
-(define (parse-params bs max-pairs like)
-  (define end (bytes-length bs))
+;; parse-params : bytes natural (listof (cons bytes bytes)) [natural natural]
+;;                -> (or/c (listof (cons bytes bytes)) string)
+;; The name-value pairs of bs[start, end), a problem as its message ("params: ..."), not
+;; raised (the server reads a request's params with it, and a handler per request cost
+;; more than the parse). Byte strings are immutable: a name or value equal to the one at
+;; the same place in `like` (the previous request's params on the connection) is that
+;; same byte string, since a front sends the same names, and mostly the same values, on
+;; every request, and a copy of each was most of what parsing them allocated.
+(define (parse-params bs max-pairs like [start 0] [end (bytes-length bs)])
   ;; the pair length at i, or #f (truncated) or 'long (a truncated 4-byte length)
   (define (len-at i)
     (cond
@@ -287,7 +264,7 @@
                         (same? (unsafe-fx+ i 1) (unsafe-fx+ j 1))))))
         old
         (unsafe-bytes->immutable-bytes! (subbytes bs from to))))
-  (let loop ([i 0] [count 0] [like like])
+  (let loop ([i start] [count 0] [like like])
     (cond
       [(= i end) '()]
       [(>= count max-pairs) (format "params: more than ~a name-value pairs" max-pairs)]
