@@ -10,6 +10,7 @@
          plot/no-gui
          "measure.rkt")
 (provide (struct-out row)
+         measured?
          (struct-out upload-row)
          (struct-out many-result)
          (struct-out outcome)
@@ -47,10 +48,14 @@
 
 (define MiB (* 1024 1024))
 
+;; measured? : row -> boolean ; measured, with answers, none of them wrong
+(define (measured? r)
+  (and (row-load r) (zero? (load-errors (row-load r))) (positive? (load-requests (row-load r)))))
+
 ;; find-row : (listof row) symbol -> (or/c row #f) ; a row that was measured
 (define (find-row rows key)
   (define r (findf (λ (r) (eq? (row-key r) key)) rows))
-  (and r (row-load r) (zero? (load-errors (row-load r))) (positive? (load-requests (row-load r))) r))
+  (and r (measured? r) r))
 
 ;; rps : (listof row) symbol -> (or/c real #f)
 (define (rps rows key)

@@ -6,7 +6,7 @@
 ;; in BENCH_ROUNDS rounds (default 3, quick 1), each round going through every row once,
 ;; and a row shows its median round: on a shared machine a peer measured once can land in
 ;; a slow minute that another peer missed. Knobs: BENCH_DURATION (seconds of each
-;; measurement, default 5, quick 5), BENCH_WARMUP (default 2, quick 2), BENCH_ROUNDS, and
+;; measurement, default 5), BENCH_WARMUP (default 2), BENCH_ROUNDS, and
 ;; BENCH_ONLY (comma-separated hello-row keys and scenario names, to re-measure a few).
 ;; Load goes to 127.0.0.1 and unix sockets only; every process dies with the run.
 (require racket/cmdline
@@ -108,9 +108,7 @@
 (define (median-rows per-round)
   (for/list ([i (in-range (length (car per-round)))])
     (define all (for/list ([rows (in-list per-round)]) (list-ref rows i)))
-    (define good (filter (λ (r) (and (row-load r) (zero? (load-errors (row-load r)))
-                                     (positive? (load-requests (row-load r)))))
-                         all))
+    (define good (filter measured? all))
     (cond
       [(null? good) (car all)]
       [(null? (cdr all)) (car all)]

@@ -41,7 +41,8 @@
 ;; and answer. Requests with a body still arriving, Filters, multiplexed connections,
 ;; and every request when shedding is on (its handlers have a thread group) get a thread.
 ;; One difference a handler can see: a parameter it sets directly (not parameterize)
-;; stays set for the later requests of the same connection, as in Racket's web-server.
+;; stays set for the later requests of the same connection, as in Racket's web-server
+;; (and, with the event loop below, of the other connections the loop thread reads).
 
 ;; The event loop. A connection served by a server's poller (poller.rkt) has no thread of
 ;; its own while it waits for input: the loop thread runs its reader (run-reader) when
@@ -229,21 +230,24 @@
       [else
        ;; the pending request's input goes on: its handler needs the reader
        (start-pending! c)
-       ;; The deadline for what comes next: before the first whole record the deadline
-       ;; set at accept stands, so a peer that trickles a header byte by byte cannot hold
-       ;; the connection past first-byte-timeout. A thread of its own sets it before the
-       ;; read that may wait; the loop, whose reads never wait, only when it parks.
-       (define (deadline!)
-         (unless (or (conn-closing? c) (zero? (rd-served st)))
-           (set-read-deadline! c lim (> (decoder-buffered d) 0))))
-       (unless (rd-loop? st) (deadline!))
+       ;; A thread of its own sets the deadline before the read that may wait; the loop,
+       ;; whose reads never wait, only when it parks.
+       (unless (rd-loop? st) (next-deadline! c st lim))
        ;; an idle connection gives back a decoder buffer that grew for a big record
        (when (zero? (table-count (conn-requests c))) (decoder-shrink! d))
        (define n (decoder-fill! d read!))
        (cond
          [(eof-object? n) #t]
-         [(eq? n 'would-block) (deadline!) 'parked]
+         [(eq? n 'would-block) (next-deadline! c st lim) 'parked]
          [else (loop)])])))
+
+;; next-deadline! : conn rd limits -> void
+;; The read deadline for what comes next. Before the first whole record the deadline set
+;; at accept stands, so a peer that trickles a header byte by byte cannot hold the
+;; connection past first-byte-timeout.
+(define (next-deadline! c st lim)
+  (unless (or (conn-closing? c) (zero? (rd-served st)))
+    (set-read-deadline! c lim (> (decoder-buffered (rd-decoder st)) 0))))
 
 ;; run-inline! : conn rd request -> boolean
 ;; Runs r's handler in this, the reader's, thread. #t: this thread is still the reader;
