@@ -4,6 +4,8 @@
 # holds a compiled fastcgi/ collection (e.g. git archive REV fastcgi | tar -x -C TREE &&
 # raco make TREE/fastcgi/main.rkt). Each round runs every tree in turn: 1 s warm-up, then
 # SECONDS measured, the server's user and system CPU read from /proc/PID/stat.
+# CONNS (default 8): connections; RECONNECT=K: each connection is replaced by a new one
+# after K requests (default 0: never), to measure what a new connection costs.
 # Loopback only: everything lives in a temporary directory.
 set -e
 secs=$1; rounds=$2; shift 2
@@ -23,9 +25,9 @@ for r in $(seq "$rounds"); do
 EOS
     racket "$dir/srv-$name.rkt" 2>/dev/null & pid=$!
     for i in $(seq 100); do [ -S "$sock" ] && break; sleep 0.1; done
-    "$dir/load" "$sock" 8 1 > /dev/null
+    "$dir/load" "$sock" "${CONNS:-8}" 1 "${RECONNECT:-0}" > /dev/null
     read -r -a s0 < /proc/$pid/stat
-    out=$("$dir/load" "$sock" 8 "$secs")
+    out=$("$dir/load" "$sock" "${CONNS:-8}" "$secs" "${RECONNECT:-0}")
     read -r -a s1 < /proc/$pid/stat
     reqs=${out%% *}
     u=$(( (${s1[13]} - ${s0[13]}) * 10000 )); s=$(( (${s1[14]} - ${s0[14]}) * 10000 ))

@@ -1,7 +1,9 @@
-// load SOCKPATH CONNS SECONDS: closed-loop FastCGI load straight on a unix socket, no front.
-// CONNS keep-conn connections each send one nginx-like GET (begin, 20 params, empty
-// stdin) and the next as soon as END_REQUEST arrives; prints requests and req/s.
-// Used by direct.sh (bench/OPTIMISATIONS.md, round 6).
+// load SOCKPATH CONNS SECONDS [K]: closed-loop FastCGI load straight on a unix socket, no
+// front. CONNS keep-conn connections each send one nginx-like GET (begin, 20 params, empty
+// stdin) and the next as soon as END_REQUEST arrives; prints requests, req/s and
+// reconnects. With K > 0, a connection is closed after its K-th request and a new one
+// opened in its place (nginx does that when more requests are in flight than its upstream
+// keepalive keeps). Used by direct.sh (bench/OPTIMISATIONS.md, rounds 6 and 7).
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,9 +26,9 @@ static const char *P[] = {"QUERY_STRING","","REQUEST_METHOD","GET","CONTENT_TYPE
  "SERVER_SOFTWARE","nginx/1.22.1","REMOTE_ADDR","127.0.0.1","REMOTE_PORT","40000",
  "SERVER_ADDR","127.0.0.1","SERVER_PORT","8080","SERVER_NAME","localhost","REDIRECT_STATUS","200",
  "HTTP_HOST","127.0.0.1:8080","HTTP_USER_AGENT","wrk",0};
-struct conn { int fd; int got; unsigned char buf[65536]; int fill; };
+struct conn { int fd; int got; int nreq; unsigned char buf[65536]; int fill; };
 int main(int argc, char **argv) {
-  int n = atoi(argv[2]); double secs = atof(argv[3]);
+  int n = atoi(argv[2]); double secs = atof(argv[3]); int K = argc > 4 ? atoi(argv[4]) : 0; long conns = 0;
   unsigned char br[8] = {0, 1, 1, 0, 0, 0, 0, 0}; rec(1, br, 8);
   unsigned char pb[1024]; int pl = 0;
   for (int i = 0; P[i]; i += 2) { int a = strlen(P[i]), b = strlen(P[i+1]); pb[pl++] = a; pb[pl++] = b;
@@ -46,7 +48,7 @@ int main(int argc, char **argv) {
   for (;;) {
     clock_gettime(CLOCK_MONOTONIC, &t);
     double el = (t.tv_sec - t0.tv_sec) + (t.tv_nsec - t0.tv_nsec) / 1e9;
-    if (el >= secs) { printf("%ld requests %.3f s %.0f req/s\n", done, el, done / el); return 0; }
+    if (el >= secs) { printf("%ld requests %.3f s %.0f req/s %ld reconnects\n", done, el, done / el, conns); return 0; }
     int k = epoll_wait(ep, evs, 64, 1000);
     for (int j = 0; j < k; j++) {
       struct conn *c = evs[j].data.ptr;
@@ -59,10 +61,21 @@ int main(int argc, char **argv) {
         if (c->fill - off < 8) break;
         int len = (c->buf[off+4] << 8 | c->buf[off+5]) + c->buf[off+6] + 8;
         if (c->fill - off < len) break;
-        if (c->buf[off+1] == 3) { done++; if (write(c->fd, req, reqlen) != reqlen) { perror("write"); return 1; } }
+        if (c->buf[off+1] == 3) { done++; c->nreq++;
+          if (K && c->nreq >= K) {
+            close(c->fd); c->nreq = 0; c->fill = 0; off = 0; conns++;
+            struct sockaddr_un a = {0}; a.sun_family = AF_UNIX; strncpy(a.sun_path, argv[1], 107);
+            c->fd = socket(AF_UNIX, SOCK_STREAM, 0);
+            if (connect(c->fd, (void *)&a, sizeof a) < 0) { perror("connect"); return 1; }
+            struct epoll_event e = {EPOLLIN, {.ptr = c}}; epoll_ctl(ep, EPOLL_CTL_ADD, c->fd, &e);
+            if (write(c->fd, req, reqlen) != reqlen) { perror("write"); return 1; }
+            goto next;
+          }
+          if (write(c->fd, req, reqlen) != reqlen) { perror("write"); return 1; } }
         off += len;
       }
       memmove(c->buf, c->buf + off, c->fill - off); c->fill -= off;
+      next: ;
     }
   }
 }
