@@ -3,8 +3,7 @@
 ;; in-process server on a unix socket. Roles, multiplexing, aborts, management records,
 ;; keep-conn, errors, large bodies both ways, every limit with its documented answer,
 ;; and the framing items of HOSTILE.md (each followed by a good request on a new connection).
-(require racket/async-channel
-         racket/list
+(require racket/list
          racket/port
          rackunit
          "../fastcgi/main.rkt"
@@ -12,25 +11,19 @@
          "lib/raw-peer.rkt")
 
 ;; -- the handler --------------------------------------------------------------------------
-;; Its behaviour is picked by the MODE param; it reports to the test through `events`
+;; Its behaviour is picked by the MODE param; it reports to the test through `report!`
 ;; (never blocking) and waits on named gates.
-(define events (make-async-channel))
+(define-values (report! next-event) (make-event-log))
 (define gates (make-hash))
 (define handler-runs (box 0))
 
 ;; gate : string -> semaphore
 (define (gate name) (hash-ref! gates name (λ () (make-semaphore 0))))
 
-;; next-event : [seconds] -> any ; what a handler reported, or 'no-event
-(define (next-event [timeout 5]) (or (sync/timeout timeout events) 'no-event))
-
-(define ok-head #"Status: 200 OK\r\nContent-Type: text/plain\r\n\r\n")
-
 (define (handler r)
   (set-box! handler-runs (add1 (unbox handler-runs)))
   (define out (fastcgi-request-stdout r))
   (define mode (bytes->string/utf-8 (fastcgi-param r "MODE" #"echo")))
-  (define (report v) (async-channel-put events v))
   (define (try thunk) (with-handlers ([(λ (e) #t) values]) (thunk)))
   (case mode
     [("echo")
@@ -52,16 +45,16 @@
      (fprintf out "stdin=~a data=~a length-ok=~a" in (bytes-length data)
               (= declared (bytes-length data)))]
     [("wait")
-     (report (list 'started (fastcgi-request-id r)))
+     (report! (list 'started (fastcgi-request-id r)))
      (sync/timeout 5 (gate (bytes->string/utf-8 (fastcgi-param r "GATE"))))
      (write-bytes ok-head out)
      (fprintf out "waited ~a" (fastcgi-request-id r))]
     [("read-body")
-     (report 'started)
-     (report (try (λ () (port->bytes (fastcgi-request-stdin r)))))]
+     (report! 'started)
+     (report! (try (λ () (port->bytes (fastcgi-request-stdin r)))))]
     [("abort-evt")
-     (report 'started)
-     (report (if (sync/timeout 5 (fastcgi-request-abort-evt r)) 'aborted 'not-aborted))]
+     (report! 'started)
+     (report! (if (sync/timeout 5 (fastcgi-request-abort-evt r)) 'aborted 'not-aborted))]
     [("stderr")
      (write-string "oops: something went wrong" (current-error-port))
      (write-bytes ok-head out)
@@ -84,7 +77,7 @@
      (write-bytes ok-head out)
      (fprintf out "count=~a" n)]
     [("flood")
-     (report (try (λ () (for ([i 4096]) (write-bytes (make-bytes 65536 120) out)) 'wrote-all)))]
+     (report! (try (λ () (for ([i 4096]) (write-bytes (make-bytes 65536 120) out)) 'wrote-all)))]
     [else (error 'handler "unknown mode ~a" mode)]))
 
 ;; -- helpers ------------------------------------------------------------------------------

@@ -10,7 +10,6 @@
 ;;   25, 27, 28               the process manager's tests (28's stale and live socket
 ;;                            files: tests/transport-test.rkt)
 (require net/url
-         racket/async-channel
          racket/list
          racket/port
          rackunit
@@ -27,19 +26,13 @@
          "lib/raw-peer.rkt")
 
 ;; -- the handler --------------------------------------------------------------------------
-;; Picked by the MODE param; it reports to the test through `events`.
-(define events (make-async-channel))
+;; Picked by the MODE param; it reports to the test through `report!`.
+(define-values (report! next-event) (make-event-log))
 (define handler-runs (box 0))
-
-;; next-event : [seconds] -> any
-(define (next-event [timeout 5]) (or (sync/timeout timeout events) 'no-event))
-
-(define ok-head #"Status: 200 OK\r\nContent-Type: text/plain\r\n\r\n")
 
 (define (handler r)
   (set-box! handler-runs (add1 (unbox handler-runs)))
   (define out (fastcgi-request-stdout r))
-  (define (report v) (async-channel-put events v))
   (define (try thunk) (with-handlers ([(λ (e) #t) values]) (thunk)))
   (case (bytes->string/utf-8 (fastcgi-param r "MODE" #"echo") #\?)
     [("echo")
@@ -48,30 +41,30 @@
      (fprintf out "id=~a body=~a" (fastcgi-request-id r) (bytes-length body))
      (for ([p (fastcgi-request-params r)]) (fprintf out "\n~s=~s" (car p) (cdr p)))]
     [("read-body")
-     (report 'started)
-     (report (try (λ () (port->bytes (fastcgi-request-stdin r)))))]
+     (report! 'started)
+     (report! (try (λ () (port->bytes (fastcgi-request-stdin r)))))]
     [("abort-evt")
-     (report 'started)
-     (report (if (sync/timeout 10 (fastcgi-request-abort-evt r)) 'aborted 'not-aborted))]
+     (report! 'started)
+     (report! (if (sync/timeout 10 (fastcgi-request-abort-evt r)) 'aborted 'not-aborted))]
     [("raise") (error 'handler "boom\r\nFAKE 2000-01-01T00:00:00 info forged line\e[31m\0")]
     [("raise-value") (raise 'not-an-exception)]
     [("raise-after-output")
      (write-bytes ok-head out)
      (write-bytes (make-bytes 70000 65) out)
      (error 'handler "late failure")]
-    [("hang") (report 'started) (sync never-evt)]
+    [("hang") (report! 'started) (sync never-evt)]
     [("hang-ignoring-breaks")
-     (report 'started)
+     (report! 'started)
      (parameterize-break #f
-       (report (if (sync/timeout 20 (fastcgi-request-abort-evt r)) 'aborted 'not-aborted)))]
+       (report! (if (sync/timeout 20 (fastcgi-request-abort-evt r)) 'aborted 'not-aborted)))]
     [("flood")
      (define written (box 0))
-     (report (try (λ ()
+     (report! (try (λ ()
                     (for ([i 4096])
                       (write-bytes (make-bytes 65536 120) out)
                       (set-box! written (+ 65536 (unbox written))))
                     'wrote-all)))
-     (report (unbox written))]
+     (report! (unbox written))]
     [else (error 'handler "unknown mode")]))
 
 ;; -- helpers ------------------------------------------------------------------------------

@@ -5,15 +5,12 @@
 ;; abort-evt or runs for long. Each
 ;; test checks which way a request ran (the handler's thread) and that what the peer sees
 ;; is what a thread per request gives: answers, aborts, multiplexing, timeouts, bodies.
-(require racket/async-channel
-         rackunit
+(require rackunit
          "../fastcgi/main.rkt"
          "../fastcgi/private/protocol.rkt"
          "lib/raw-peer.rkt")
 
-(define events (make-async-channel))
-(define (next-event [timeout 5]) (or (sync/timeout timeout events) 'no-event))
-(define ok-head #"Status: 200 OK\r\nContent-Type: text/plain\r\n\r\n")
+(define-values (report! next-event) (make-event-log))
 (define threads (make-hash))               ; request tag -> the thread its handler ran in
 (define gate (make-semaphore 0))
 
@@ -30,15 +27,15 @@
      (write-bytes ok-head out)
      (write-bytes body out)]
     [("abort-evt")
-     (async-channel-put events 'started)
-     (async-channel-put events (if (sync/timeout 5 (fastcgi-request-abort-evt r)) 'aborted 'not-aborted))]
+     (report! 'started)
+     (report! (if (sync/timeout 5 (fastcgi-request-abort-evt r)) 'aborted 'not-aborted))]
     [("wait")
-     (async-channel-put events 'waiting)
+     (report! 'waiting)
      (define got? (sync/timeout 5 gate))
      (write-bytes ok-head out)
      (write-bytes (if got? #"released" #"timed out") out)]
     [("spin")                             ; computes, never waits: only a break stops it
-     (async-channel-put events 'spinning)
+     (report! 'spinning)
      (let loop ([i 0]) (when (< i 4000000000) (loop (add1 i))))]
     [("set-param") (print-graph #t) (write-bytes ok-head out)]
     [("unset-param") (print-graph #f) (write-bytes ok-head out)]

@@ -5,15 +5,12 @@
 ;; does not read, a peer that does not read its answer, a peer that never stops sending,
 ;; the write lock held by a handler thread), checks that a request on another connection
 ;; is answered meanwhile, and then that the first connection's own exchange completes.
-(require racket/async-channel
-         rackunit
+(require rackunit
          "../fastcgi/main.rkt"
          "../fastcgi/private/protocol.rkt"
          "lib/raw-peer.rkt")
 
-(define events (make-async-channel))
-(define (next-event [timeout 5]) (or (sync/timeout timeout events) 'no-event))
-(define ok-head #"Status: 200 OK\r\nContent-Type: text/plain\r\n\r\n")
+(define-values (report! next-event) (make-event-log))
 (define gate (make-semaphore 0))
 (define big (make-bytes (* 8 1024 1024) 120))
 
@@ -22,12 +19,12 @@
   (case (bytes->string/utf-8 (fastcgi-param r "MODE" #"hello"))
     [("hello") (write-bytes ok-head out) (write-bytes #"hello" out)]
     [("wait")                             ; an inline handler that blocks
-     (async-channel-put events 'waiting)
+     (report! 'waiting)
      (define got? (sync/timeout 10 gate))
      (write-bytes ok-head out)
      (write-bytes (if got? #"released" #"timed out") out)]
     [("read-late")                        ; reads its body only once released
-     (async-channel-put events 'reading-late)
+     (report! 'reading-late)
      (sync/timeout 10 gate)
      (define n (let loop ([n 0])
                  (define bs (read-bytes 65536 (fastcgi-request-stdin r)))

@@ -2,7 +2,8 @@
 ;; A raw FastCGI peer for tests: an in-process server on a unix socket in a temp dir, and a
 ;; "front" that writes records byte by byte as a test wants them (good or hostile) and
 ;; reads the replies with a deadline, so no test can hang.
-(require racket/file
+(require racket/async-channel
+         racket/file
          racket/list
          racket/string
          racket/unix-socket
@@ -15,7 +16,8 @@
          peer-read-record peer-answers peer-answer peer-eof? peer-quiet?
          request-bytes stream->bytes begin-bytes abort-bytes
          cgi-status cgi-header cgi-body
-         with-peer params split-records interleave check-has check-status)
+         with-peer params split-records interleave check-has check-status
+         ok-head make-event-log)
 
 ;; call-with-server : handler (path-string -> any) #:roles #:limits -> any
 ;; Runs a server for the duration of proc, which gets the socket path; stops it after.
@@ -30,6 +32,17 @@
    void
    (λ () (proc path))
    (λ () (stop #:timeout 1) (delete-directory/files dir #:must-exist? #f))))
+
+;; ok-head : bytes ; the CGI head of a plain 200 answer, for test handlers
+(define ok-head #"Status: 200 OK\r\nContent-Type: text/plain\r\n\r\n")
+
+;; make-event-log : -> (values (any -> void) ([seconds] -> any))
+;; What handlers report to a test: report! never blocks; next-event returns the oldest
+;; report not yet taken, or 'no-event after seconds (default 5).
+(define (make-event-log)
+  (define events (make-async-channel))
+  (values (λ (v) (async-channel-put events v))
+          (λ ([timeout 5]) (or (sync/timeout timeout events) 'no-event))))
 
 ;; ---------------------------------------------------------------------------------------
 ;; The peer.
