@@ -23,6 +23,7 @@ for r in $(seq "$rounds"); do
 (void (serve/fastcgi-raw (λ (req) (write-bytes answer (fastcgi-request-stdout req))) #:listen "unix:$sock"))
 (sync never-evt)
 EOS
+    rm -f "$sock"
     racket "$dir/srv-$name.rkt" 2>/dev/null & pid=$!
     for i in $(seq 100); do [ -S "$sock" ] && break; sleep 0.1; done
     "$dir/load" "$sock" "${CONNS:-8}" 1 "${RECONNECT:-0}" > /dev/null

@@ -311,9 +311,7 @@
     (set-conn-closing?! c #t)
     (set-conn-deadline! c (+ (now-ms) (* 1000 (limits-drain-timeout (server-limits (conn-server c))))))
     (conn-lock! c)
-    (with-handlers ([exn:fail? void])
-      (flush-output (conn-out c))
-      ((server-shutdown-write (conn-server c)) c))
+    (conn-shutdown-write! c)
     (semaphore-post (conn-lock c))))
 
 ;; send-end-request! : conn natural symbol -> void ; END_REQUEST for a request never made live

@@ -49,7 +49,6 @@
                       #:allowed-clients [allowed #f]
                       #:observer [observer #f])
   (define srv (server handler roles lim (make-table)
-                      (λ (c) (socket-shutdown-write! (conn-out c)))
                       (box 0) (make-hasheq) #f observer (box 0.0) (box (cons 0.0 0))
                       (make-thread-group) (box 1.0)))
   (define conns (server-connections srv))
@@ -58,8 +57,8 @@
   ;; the event loop (not with shedding on: see connection.rkt)
   (define poller (and (not (limits-max-queue-delay lim)) (make-poller loop-step!)))
   (when poller (poller-start! poller))
-  (define (serve in out peer)
-    (define c (make-conn in out peer srv))
+  (define (serve fd peer)
+    (define c (make-fd-conn fd peer srv))
     (table-set! conns c #t)
     ;; the end may be seen by another thread (an inline handler's reading taken over)
     (serve-connection c (λ ()
@@ -75,26 +74,26 @@
          (define sema
            (if (semaphore-try-wait? slots) slots (sync (wrap-evt slots (λ (_) slots))
                                                        (wrap-evt overflow (λ (_) overflow)))))
-         (define-values (in out peer)
-           (with-handlers ([exn:fail:fastcgi:transport? (λ (e) (values #f #f #f))])
-             (listener-accept listener)))
+         (define-values (fd peer)
+           (with-handlers ([exn:fail:fastcgi:transport? (λ (e) (values #f #f))])
+             (listener-accept-fd listener)))
          ;; a slot may have freed while accept waited
          (define slot
-           (if (and (eq? sema overflow) in (semaphore-try-wait? slots))
+           (if (and (eq? sema overflow) fd (semaphore-try-wait? slots))
                (begin (semaphore-post overflow) slots)
                sema))
          (cond
-           [(not in) (semaphore-post slot)]   ; the listener was closed: stop accepting
+           [(not fd) (semaphore-post slot)]   ; the listener was closed: stop accepting
            [(and allowed (not (client-allowed? allowed peer)))
             (log-fastcgi-warning "refused connection from ~a: not in the allowed clients"
                                  (log-escape peer))
             (stat-add! srv 'refused)
-            (close-input-port in)
-            (with-handlers ([exn:fail? void]) (close-output-port out))
+            (socket-close! fd)
             (semaphore-post slot)
             (loop)]
            [(eq? slot overflow)
             (stat-add! srv 'overflow)
+            (define-values (in out) (fd->ports fd peer))
             (thread (λ ()
                       (refuse-overloaded in out peer srv)
                       (semaphore-post overflow)))
@@ -102,7 +101,7 @@
            [else
             (stat-add! srv 'connections)
             ;; with the loop, serve only registers the connection
-            (if poller (serve in out peer) (thread (λ () (serve in out peer))))
+            (if poller (serve fd peer) (thread (λ () (serve fd peer))))
             (loop)])))))
   (define watchdog (thread (λ () (watch-deadlines conns lim))))
   (define inline-watch (thread (λ () (watch-inline srv))))
@@ -248,7 +247,7 @@
 
 ;; watch-deadlines : (hasheq conn #t) limits -> none
 ;; Once every quarter second, cut the connections whose read or write deadline has passed
-;; (closing the ports wakes the blocked reader or writer with an exception), and stop the
+;; (closing the socket wakes the blocked reader or writer), and stop the
 ;; handlers past the request timeout.
 (define (watch-deadlines conns lim)
   (let loop ()

@@ -1,7 +1,8 @@
 #lang racket/base
 ;; Listeners: TCP host:port, unix socket paths (mode, owner, stale-socket check), inherited
 ;; listening fds (FCGI_LISTENSOCK_FILENO = 0, systemd socket activation on fd 3), and the
-;; allowed-clients check. Accepted connections become ordinary Racket ports.
+;; allowed-clients check. The server takes accepted connections as bare fds (it reads and
+;; writes them through the FFI); other callers get ordinary Racket ports.
 (require ffi/unsafe
          ffi/unsafe/atomic
          ffi/unsafe/port
@@ -13,8 +14,9 @@
          parse-listen-address listen-spec? listen-spec->string
          open-listener inherited-listener
          listener? listener-fd listener-kind listener-address
-         listener-accept listener-close!
-         socket-shutdown-write!
+         listener-accept listener-accept-fd listener-close!
+         fd->ports
+         socket-shutdown-write! socket-close!
          socket-read! socket-write!
          parse-allowed-clients client-allowed?
          fd-listening-socket?)
@@ -246,9 +248,18 @@
 (define accept-flags (bitwise-ior SOCK_NONBLOCK SOCK_CLOEXEC))
 
 ;; listener-accept : listener -> (values input-port output-port string)
+;; Blocks only the calling thread; see listener-accept-fd.
+(define (listener-accept l)
+  (define-values (fd peer) (listener-accept-fd l))
+  (define-values (in out) (fd->ports fd peer))
+  (values in out peer))
+
+;; listener-accept-fd : listener -> (values fd string)
+;; The next connection as a non-blocking, close-on-exec fd that the caller owns, and its
+;; peer ("unix", or the client's IP address; TCP_NODELAY is set on TCP connections).
 ;; Blocks only the calling thread. The closed check and accept4 run in atomic mode so that
 ;; listener-close! cannot close (and the kernel reuse) the fd in between.
-(define (listener-accept l)
+(define (listener-accept-fd l)
   (define fd (listener-fd l))
   (define sa (make-bytes SOCKADDR_MAX 0))
   (define len (make-bytes 4 0))
@@ -261,7 +272,7 @@
     (end-atomic)
     (cond
       [closed? (raise-transport "listener ~a is closed" (listener-address l))]
-      [(>= conn 0) (connection-ports conn sa)]
+      [(>= conn 0) (values conn (connection-peer conn sa))]
       [(= errno EAGAIN) (wait-readable l) (loop)]
       [(memv errno (list EINTR ECONNABORTED EPROTO)) (loop)]
       [(memv errno (list EMFILE ENFILE ENOBUFS ENOMEM))
@@ -279,20 +290,26 @@
   (end-atomic)
   (when evt (sync evt (semaphore-peek-evt (listener-closed-sema l)))))
 
-;; connection-ports : fd bytes -> (values input-port output-port string)
+;; connection-peer : fd bytes -> string
+;; "unix", or the TCP peer's address (an IPv4-mapped IPv6 one as IPv4); sets TCP_NODELAY.
+(define (connection-peer conn sa)
+  (cond [(memv (sockaddr-family sa) (list AF_INET AF_INET6))
+         (setsockopt-int conn IPPROTO_TCP TCP_NODELAY 1)
+         (let-values ([(ip port) (sockaddr->ip+port sa)])
+           (bytes->ip (unmap-ipv4 ip)))]
+        [else "unix"]))
+
+;; fd->ports : fd string -> (values input-port output-port)
 ;; Racket 8.7's unsafe-socket->port hands the raw fd to code expecting an rktio handle and
 ;; crashes on the first read, so sockets are wrapped as plain fd ports (closing both ports
 ;; closes the fd); unsafe-port->file-descriptor recovers the fd.
-(define (connection-ports conn sa)
-  (define family (sockaddr-family sa))
-  (define peer
-    (cond [(memv family (list AF_INET AF_INET6))
-           (setsockopt-int conn IPPROTO_TCP TCP_NODELAY 1)
-           (let-values ([(ip port) (sockaddr->ip+port sa)])
-             (bytes->ip (unmap-ipv4 ip)))]
-          [else "unix"]))
-  (define-values (in out) (unsafe-file-descriptor->port conn (string->symbol peer) '(read write)))
-  (values in out peer))
+(define (fd->ports fd peer)
+  (unsafe-file-descriptor->port fd (string->symbol peer) '(read write)))
+
+;; socket-close! : fd -> void ; for an fd from listener-accept-fd that has no ports
+(define (socket-close! fd)
+  (c-close fd)
+  (void))
 
 ;; listener-close! : listener -> void
 ;; Events on the fd are removed (waking blocked accepts) before the fd is closed.
@@ -310,13 +327,17 @@
     (c-unlink path))
   (void))
 
-;; socket-shutdown-write! : output-port -> void
-;; Flush, then half-close, so the peer reads EOF and no reset; errors mean the peer is gone.
+;; socket-shutdown-write! : (or/c output-port fd) -> void
+;; Flush (a port), then half-close, so the peer reads EOF and no reset; errors mean the
+;; peer is gone.
 (define (socket-shutdown-write! out)
-  (with-handlers ([exn:fail? void])
-    (flush-output out)
-    (define fd (unsafe-port->file-descriptor out))
-    (when fd (c-shutdown fd SHUT_WR)))
+  (cond
+    [(exact-integer? out) (c-shutdown out SHUT_WR)]
+    [else
+     (with-handlers ([exn:fail? void])
+       (flush-output out)
+       (define fd (unsafe-port->file-descriptor out))
+       (when fd (c-shutdown fd SHUT_WR)))])
   (void))
 
 ;; ---------------------------------------------------------------------------------------

@@ -3,6 +3,7 @@
 ;; single serialised writer. Request threads and the reader all write through `conn-send!`,
 ;; so records of different requests never interleave inside a write.
 (require ffi/unsafe/atomic
+         ffi/unsafe/custodian
          ffi/unsafe/port
          "limits.rkt"
          "poller.rkt"
@@ -11,22 +12,23 @@
 (provide (struct-out server)
          (struct-out conn)
          make-conn
+         make-fd-conn
          ensure-reader!
          conn-read!
          conn-try-read!
          conn-lock!
          conn-send!
          conn-broken!
+         conn-shutdown-write!
          counter-add!
          now-ms)
 
 ;; Per process. handler: fastcgi-request -> any. roles: the roles the handler takes.
 ;; connections: table (table.rkt) of conn -> #t, scanned by the deadline manager.
-;; shutdown-write: conn -> void, half-closes a connection's socket for a graceful close.
 ;; observer: (or/c #f (fastcgi-request flonum -> any)), told of every answered request with
 ;; its duration in ms (access log, counters); it runs in the request's thread and must
 ;; not raise.
-(struct server (handler roles limits connections shutdown-write
+(struct server (handler roles limits connections
                 running         ; box: handlers running now (for max-concurrent)
                 stats           ; mutable hasheq: symbol -> count, for status pages and tests
                 [closing? #:mutable] ; graceful stop under way: no new requests
@@ -38,9 +40,10 @@
 
   #:transparent)
 
-;; Per connection. fd: the socket under the ports, read and written through the FFI
-;; (#f when the ports are not a socket's, as in tests); broken-sema: posted once broken.
-(struct conn (in out fd peer server lock requests broken-sema broken-evt
+;; Per connection. fd: the socket, read, written and closed through the FFI, with no ports
+;; (in, out: #f); or in and out, ports that are not a socket's (fd: #f), as in tests.
+;; broken-sema: posted once broken. cref: the fd's registration with its custodian.
+(struct conn (in out fd peer server lock requests broken-sema broken-evt [cref #:mutable]
               [deadline #:mutable]        ; ms after which the reader is cut off, or #f
               [write-deadline #:mutable]  ; ms after which the blocked write is cut off, or #f
               [broken? #:mutable]         ; the socket failed or was cut: nothing more is sent
@@ -61,15 +64,29 @@
               [last-params #:mutable]))
 
 ;; make-conn : input-port output-port string server -> conn
-;; The output port is made unbuffered: closing a buffered fd port while a writer is blocked
-;; on it (a peer that stopped reading) tries to flush first and blocks the closer forever;
-;; that closer is the deadline manager of every connection (conn-broken! from
-;; watch-deadlines). (With an fd, the ports are only closed, never written.)
+;; A connection over ports. The output port is made unbuffered: closing a buffered fd port
+;; while a writer is blocked on it (a peer that stopped reading) tries to flush first and
+;; blocks the closer forever; that closer is the deadline manager of every connection
+;; (conn-broken! from watch-deadlines).
 (define (make-conn in out peer srv)
   (when (file-stream-port? out) (file-stream-buffer-mode out 'none))
-  (define fd (and (file-stream-port? in) (unsafe-port->file-descriptor in)))
+  (new-conn in out #f peer srv))
+
+;; make-fd-conn : fd string server -> conn
+;; A connection over a socket fd, which it now owns: conn-broken! closes it, and so does a
+;; shutdown of the current custodian. No ports: making and closing an fd's two ports costs
+;; more than the rest of accepting a connection (bench/OPTIMISATIONS.md, round 8).
+(define (make-fd-conn fd peer srv)
+  (define c (new-conn #f #f fd peer srv))
+  ;; weak: a strong registration costs a will per connection, which made GC take 3 us
+  ;; more per connection; the server's table of connections holds c until it has ended
+  (set-conn-cref! c (register-custodian-shutdown c conn-cut! #:weak? #t))
+  c)
+
+;; new-conn : (or/c input-port #f) (or/c output-port #f) (or/c fd #f) string server -> conn
+(define (new-conn in out fd peer srv)
   (define sema (make-semaphore 0))
-  (conn in out fd peer srv (make-semaphore 1) (make-table) sema (semaphore-peek-evt sema)
+  (conn in out fd peer srv (make-semaphore 1) (make-table) sema (semaphore-peek-evt sema) #f
         #f #f #f #f void #f #f #f #f #f #f void '()))
 
 ;; ensure-reader! : conn -> void
@@ -93,24 +110,45 @@
     (define old (unbox b))
     (if (box-cas! b old (+ old n)) (+ old n) (loop))))
 
-;; conn-broken! : conn -> void ; mark the connection unusable and close its ports, which
-;; wakes a reader or writer blocked on them with an exception (on the fd: with broken-evt).
-;; Atomic: a reader or writer checks broken? in atomic mode before each call on the fd, so
-;; none touches it once it is closed (and perhaps reused by the next accept).
+;; conn-broken! : conn -> void ; mark the connection unusable and close its socket (or
+;; ports), which wakes a reader or writer blocked on it (on the fd: with broken-evt).
 (define (conn-broken! c)
+  (when (conn-cut! c)
+    (define cref (conn-cref c))
+    (when cref (unregister-custodian-shutdown c cref))
+    (unless (conn-fd c)
+      (close-output-port* (conn-out c))
+      (close-input-port (conn-in c)))
+    ((conn-on-broken c) c)))
+
+;; conn-cut! : conn -> boolean ; #t the first time: marks the connection broken and closes
+;; its fd (also the custodian's shutdown callback for it). Atomic: a reader or writer
+;; checks broken? in atomic mode before each call on the fd, so none touches it once it is
+;; closed (and perhaps reused by the next accept).
+(define (conn-cut! c)
   (start-atomic)
   (define first? (not (conn-broken? c)))
   (when first?
     (set-conn-broken?! c #t)
-    (when (conn-fd c) (unsafe-socket->semaphore (conn-fd c) 'remove))
-    ;; before the close: the fd's number may be the next connection's right after
-    (when (conn-poller c) (poller-forget! (conn-poller c) (conn-fd c) c))
+    (define fd (conn-fd c))
+    (when fd
+      (unsafe-socket->semaphore fd 'remove)
+      ;; before the close: the fd's number may be the next connection's right after
+      (when (conn-poller c) (poller-forget! (conn-poller c) fd c))
+      (socket-close! fd))
     (semaphore-post (conn-broken-sema c)))
   (end-atomic)
-  (when first?
-    (close-output-port* (conn-out c))
-    (close-input-port (conn-in c))
-    ((conn-on-broken c) c)))
+  first?)
+
+;; conn-shutdown-write! : conn -> void
+;; Half-closes the socket for a graceful close, unless it is broken (and its fd closed).
+(define (conn-shutdown-write! c)
+  (cond
+    [(conn-fd c)
+     (start-atomic)
+     (unless (conn-broken? c) (socket-shutdown-write! (conn-fd c)))
+     (end-atomic)]
+    [else (socket-shutdown-write! (conn-out c))]))
 
 ;; close-output-port* : output-port -> void ; closing may try to flush into a dead socket
 (define (close-output-port* out)
