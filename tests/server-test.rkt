@@ -2,6 +2,7 @@
 ;; serve/fastcgi as a library: request timeout, allowed clients, graceful stop, the
 ;; servlet adapter's header and status handling, and one write per small response.
 (require json
+         racket/unix-socket
          net/url
          web-server/dispatch
          web-server/http/bindings
@@ -80,8 +81,8 @@
                       void))
   (define-values (in to-server) (make-pipe))
   (define srv (server (servlet->handler hello default-limits) '(responder) default-limits
-                      (make-hasheq) void (box 0) (make-hasheq) #f #f (box 0.0) (box (cons 0.0 0))
-                      (make-thread-group) (box 1.0)))
+                      (make-hasheq) (box 0) (make-hasheq) #f #f (box 0.0) (box (cons 0.0 0))
+                      (make-thread-group) (box 1.0) '()))
   (define c (make-conn in out "test" srv))
   (define reader (thread (λ () (serve-connection c))))
   (write-bytes (record->bytes 'begin-request 1 (begin-request-content 'responder #t)) to-server)
@@ -122,6 +123,37 @@
   (define r (sync/timeout 5 result))
   (check-equal? (and r (car r)) 200)
   (check-exn exn:fail? (λ () (fastcgi-request address #:uri "/" #:timeout 2))))
+
+(test-case "custodian shutdown: the server's kept and mid-request connections are closed"
+  (define cust (make-custodian))
+  (define address #f)
+  (define path (path->string (build-path dir "c.sock")))
+  (parameterize ([current-custodian cust])
+    (serve/fastcgi hello #:listen (string-append "unix:" path) #:on-ready (λ (a) (set! address a))))
+  (define-values (kept-in kept-out) (unix-socket-connect path))
+  (define-values (busy-in busy-out) (unix-socket-connect path))
+  ;; kept: one answered request on a keep-conn connection, now idle
+  (write-bytes (bytes-append (record->bytes 'begin-request 1 (begin-request-content 'responder #t))
+                             (record->bytes 'params 1 (pairs->bytes '(("REQUEST_METHOD" . "GET")
+                                                                      ("REQUEST_URI" . "/"))))
+                             (record->bytes 'params 1 #"") (record->bytes 'stdin 1 #""))
+               kept-out)
+  (flush-output kept-out)
+  (define d (make-decoder))
+  (let loop ()
+    (decoder-read! d kept-in)
+    (define r (let next () (define r (decoder-next! d)) (if (and r (not (eq? (record-type r) 'end-request))) (next) r)))
+    (unless r (loop)))
+  ;; busy: a request whose params never end
+  (write-bytes (record->bytes 'begin-request 1 (begin-request-content 'responder #t)) busy-out)
+  (flush-output busy-out)
+  (sleep 0.2)
+  (custodian-shutdown-all cust)
+  (for ([in (list kept-in busy-in)] [name '("kept" "busy")])
+    (check-equal? (sync/timeout 5 (wrap-evt in (λ (_) (with-handlers ([exn:fail? (λ (e) eof)]) (read-bytes 1 in)))))
+                  eof
+                  (format "the ~a connection reads EOF" name)))
+  (check-exn exn:fail? (λ () (unix-socket-connect path)) "nothing listens any more"))
 
 (test-case "servlet helpers work unchanged: dispatch-rules without else (404), response/jsexpr, response/xexpr, bindings"
   (define-values (app _url)

@@ -412,7 +412,9 @@
                  pairs)]
        [else
         ;; kept only when small: an idle connection holds them until its next request
-        (set-conn-last-params! c (if (<= (bytes-length all) max-kept-params) pairs '()))
+        (define kept (if (<= (bytes-length all) max-kept-params) pairs '()))
+        (set-conn-last-params! c kept)
+        (set-server-last-params! (conn-server c) kept)
         (set-fastcgi-request-params! r pairs)
         (params-done! c r)])]))
 

@@ -72,15 +72,19 @@
   (end-atomic)
   ok?)
 
-;; poller-forget! : poller natural any -> void
+;; poller-forget! : poller natural any [boolean] -> void
 ;; fd no longer belongs to the loop (if it is still registered with entry). Call it before
 ;; the fd is closed: after, its number may already belong to the next connection.
-(define (poller-forget! p fd entry)
+;; closing?: the caller closes fd next, which takes it out of the epoll set: no epoll_ctl.
+;; (Should the socket outlive the close, in a child between fork and exec, epoll may
+;; report it once more under a number no entry or a later connection has: a step on a
+;; connection with nothing to read is harmless.)
+(define (poller-forget! p fd entry [closing? #f])
   (start-atomic)
   (define entries (poller-entries p))
   (when (and (< fd (vector-length entries)) (eq? (vector-ref entries fd) entry))
     (vector-set! entries fd #f)
-    (c-epoll-ctl (poller-epfd p) EPOLL_CTL_DEL fd (poller-ev p)))
+    (unless closing? (c-epoll-ctl (poller-epfd p) EPOLL_CTL_DEL fd (poller-ev p))))
   (end-atomic))
 
 ;; poller-owner? : poller -> boolean ; is the current thread the loop?

@@ -88,10 +88,12 @@
 ;; the memory back once the connection is idle.
 
 (define max-record-length (+ header-length max-content-length max-padding-length))
-(define initial-buffer-size 8192)
+;; 2 KiB holds a typical request's records (nginx: about 1 KiB); allocating 8 KiB for
+;; every new connection cost 1 us (bench/OPTIMISATIONS.md, round 8)
+(define initial-buffer-size 2048)
 (define max-buffer-size (* 2 max-record-length))
 ;; read no fewer free bytes than this, so that a read takes many small records at once
-(define min-read 4096)
+(define min-read initial-buffer-size)
 
 (struct decoder ([buf #:mutable] [start #:mutable] [end #:mutable]))
 

@@ -2,7 +2,8 @@
 ;; One server process: the accept loop, the event loop that reads the connections
 ;; (poller.rkt; with shedding on, a green thread per connection instead), one deadline
 ;; manager for all connections, and the graceful stop.
-(require "connection.rkt"
+(require ffi/unsafe/atomic
+         "connection.rkt"
          "limits.rkt"
          "log.rkt"
          "poller.rkt"
@@ -50,59 +51,107 @@
                       #:observer [observer #f])
   (define srv (server handler roles lim (make-table)
                       (box 0) (make-hasheq) #f observer (box 0.0) (box (cons 0.0 0))
-                      (make-thread-group) (box 1.0)))
+                      (make-thread-group) (box 1.0) '()))
   (define conns (server-connections srv))
   (define slots (make-semaphore (limits-max-connections lim)))
   (define overflow (make-semaphore overflow-connections))
-  ;; the event loop (not with shedding on: see connection.rkt)
-  (define poller (and (not (limits-max-queue-delay lim)) (make-poller loop-step!)))
-  (when poller (poller-start! poller))
+  ;; the event loop (not with shedding on: see connection.rkt); it also accepts, with the
+  ;; listener in its epoll set (entry: the listener itself)
+  (define poller
+    (and (not (limits-max-queue-delay lim))
+         (make-poller (λ (e) (if (conn? e) (loop-step! e) (accept-some!))))))
+  ;; ended : conn -> (-> void) ; what the thread that sees c end does
+  (define ((ended c))
+    (table-remove! conns c)
+    (semaphore-post slots))
+  ;; serve : fd string -> void ; in a thread of its own, which reads the connection
   (define (serve fd peer)
     (define c (make-fd-conn fd peer srv))
     (table-set! conns c #t)
-    ;; the end may be seen by another thread (an inline handler's reading taken over)
-    (serve-connection c (λ ()
-                          (table-remove! conns c)
-                          (semaphore-post slots))
-                      #:poller poller))
+    (serve-connection c (ended c)))
+  ;; serve/loop : fd string -> void ; registers the connection with the loop. Atomic with
+  ;; stop's closing? flag, so that stop sees every connection admitted before it.
+  (define (serve/loop fd peer)
+    (define c (make-fd-conn fd peer srv))
+    (serve-connection c (ended c) #:poller poller)
+    (start-atomic)
+    (define late? (server-closing? srv))
+    (unless late? (table-set! conns c #t))
+    (end-atomic)
+    (when late? (conn-broken! c)))
+  ;; take-slot : -> (or/c semaphore #f)
+  ;; At max-connections, a connection is still accepted on an overflow slot, to be told
+  ;; 503 at once instead of waiting unseen in the kernel's backlog.
+  (define (take-slot)
+    (cond [(semaphore-try-wait? slots) slots]
+          [(semaphore-try-wait? overflow) overflow]
+          [else #f]))
+  ;; admit! : fd string semaphore -> void ; a connection just accepted, on slot
+  (define (admit! fd peer slot)
+    (cond
+      [(and allowed (not (client-allowed? allowed peer)))
+       (log-fastcgi-warning "refused connection from ~a: not in the allowed clients"
+                            (log-escape peer))
+       (stat-add! srv 'refused)
+       (socket-close! fd)
+       (semaphore-post slot)]
+      [(eq? slot overflow)
+       (stat-add! srv 'overflow)
+       (define-values (in out) (fd->ports fd peer))
+       (thread (λ ()
+                 (refuse-overloaded in out peer srv)
+                 (semaphore-post overflow)))]
+      [else
+       (stat-add! srv 'connections)
+       (if poller (serve/loop fd peer) (thread (λ () (serve fd peer))))]))
+  ;; accept-some! : -> void
+  ;; The loop's step for a readable listener: accept up to accepts-per-turn connections
+  ;; (epoll reports the listener again if more wait). With no slot free, or out of fds, the
+  ;; listener leaves the epoll set until a slot frees, or for a while.
+  (define (accept-some!)
+    (let loop ([n 0])
+      (when (< n accepts-per-turn)
+        (define slot (take-slot))
+        (cond
+          [(not slot)
+           (pause-accepting! (choice-evt (semaphore-peek-evt slots) (semaphore-peek-evt overflow)))]
+          [else
+           (define-values (fd why) (listener-try-accept listener))
+           (cond
+             [fd (admit! fd why slot) (loop (add1 n))]
+             [else
+              (semaphore-post slot)
+              (cond
+                [(eq? why 'scarce) (pause-accepting! (alarm-evt (+ (now-ms) 100)))]
+                [(exn? why)
+                 (log-fastcgi-error "~a; retrying in 1 s" (log-escape (exn-message why)))
+                 (pause-accepting! (alarm-evt (+ (now-ms) 1000)))])])]))))
+  ;; pause-accepting! : evt -> void
+  (define (pause-accepting! evt)
+    (poller-forget! poller (listener-fd listener) listener)
+    (thread (λ () (sync evt) (accept-in-loop!))))
+  ;; accept-in-loop! : -> boolean ; #f when epoll refuses the listener
+  (define (accept-in-loop!)
+    (start-atomic)
+    (define ok? (or (server-closing? srv) (poller-add! poller (listener-fd listener) listener)))
+    (end-atomic)
+    ok?)
+  ;; acceptor : (or/c thread #f) ; without the loop, a thread accepts
   (define acceptor
-    (thread
-     (λ ()
-       (let loop ()
-         ;; at max-connections, a connection is still accepted on an overflow slot, to be
-         ;; told 503 at once instead of waiting unseen in the kernel's backlog
-         (define sema
-           (if (semaphore-try-wait? slots) slots (sync (wrap-evt slots (λ (_) slots))
-                                                       (wrap-evt overflow (λ (_) overflow)))))
-         (define-values (fd peer)
-           (with-handlers ([exn:fail:fastcgi:transport? (λ (e) (values #f #f))])
-             (listener-accept-fd listener)))
-         ;; a slot may have freed while accept waited
-         (define slot
-           (if (and (eq? sema overflow) fd (semaphore-try-wait? slots))
-               (begin (semaphore-post overflow) slots)
-               sema))
-         (cond
-           [(not fd) (semaphore-post slot)]   ; the listener was closed: stop accepting
-           [(and allowed (not (client-allowed? allowed peer)))
-            (log-fastcgi-warning "refused connection from ~a: not in the allowed clients"
-                                 (log-escape peer))
-            (stat-add! srv 'refused)
-            (socket-close! fd)
-            (semaphore-post slot)
-            (loop)]
-           [(eq? slot overflow)
-            (stat-add! srv 'overflow)
-            (define-values (in out) (fd->ports fd peer))
-            (thread (λ ()
-                      (refuse-overloaded in out peer srv)
-                      (semaphore-post overflow)))
-            (loop)]
-           [else
-            (stat-add! srv 'connections)
-            ;; with the loop, serve only registers the connection
-            (if poller (serve fd peer) (thread (λ () (serve fd peer))))
-            (loop)])))))
+    (and (not (and poller (accept-in-loop!)))
+         (thread
+          (λ ()
+            (let loop ()
+              (define slot (or (take-slot)
+                               (sync (wrap-evt slots (λ (_) slots))
+                                     (wrap-evt overflow (λ (_) overflow)))))
+              (define-values (fd peer)
+                (with-handlers ([exn:fail:fastcgi:transport? (λ (e) (values #f #f))])
+                  (listener-accept-fd listener)))
+              (cond
+                [fd (admit! fd peer slot) (loop)]
+                [else (semaphore-post slot)]))))))   ; the listener was closed: stop accepting
+  (when poller (poller-start! poller))
   (define watchdog (thread (λ () (watch-deadlines conns lim))))
   (define inline-watch (thread (λ () (watch-inline srv))))
   (define delay-watch
@@ -111,8 +160,9 @@
   (define (stop #:timeout [timeout 30])
     (unless (server-closing? srv)
       (set-server-closing?! srv #t)
+      (when poller (poller-forget! poller (listener-fd listener) listener))
       (listener-close! listener)
-      (thread-wait acceptor)
+      (when acceptor (thread-wait acceptor))
       (for ([c (in-list (table-keys conns))])
         (when (zero? (table-count (conn-requests c))) (conn-close! c)))
       (define deadline (+ (now-ms) (* 1000 timeout)))
@@ -130,6 +180,9 @@
       (when delay-watch (kill-thread delay-watch))
       (log-fastcgi-info "stopped listening on ~a" (listener-address listener))))
   (running-server (listener-address listener) stop srv))
+
+;; Connections the loop accepts at most before it reads the others again.
+(define accepts-per-turn 16)
 
 ;; Connections accepted past max-connections at one time, only to be answered 503.
 (define overflow-connections 64)

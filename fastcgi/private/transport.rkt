@@ -5,6 +5,7 @@
 ;; writes them through the FFI); other callers get ordinary Racket ports.
 (require ffi/unsafe
          ffi/unsafe/atomic
+         ffi/unsafe/custodian
          ffi/unsafe/port
          racket/list
          racket/string
@@ -14,7 +15,7 @@
          parse-listen-address listen-spec? listen-spec->string
          open-listener inherited-listener
          listener? listener-fd listener-kind listener-address
-         listener-accept listener-accept-fd listener-close!
+         listener-accept listener-accept-fd listener-try-accept listener-close!
          fd->ports
          socket-shutdown-write! socket-close!
          socket-read! socket-write!
@@ -27,7 +28,9 @@
 (struct listen-spec (kind target port) #:transparent)
 
 ;; unix-path and unix-id (device . inode) are set only for a socket file we bound ourselves.
-(struct listener (fd kind address unix-path unix-id closed-sema [closed? #:mutable]))
+;; cref: the registration with the custodian, whose shutdown closes the listener.
+(struct listener (fd kind address unix-path unix-id closed-sema [closed? #:mutable]
+                  [cref #:mutable]))
 
 ;; raise-transport : format-string any ... -> none
 (define (raise-transport fmt . args)
@@ -214,8 +217,11 @@
   (make-listener fd 'inherited (format "fd:~a" fd) #f #f))
 
 ;; make-listener : fd kind string (or/c path #f) (or/c pair #f) -> listener
+;; The current custodian's shutdown closes the listener (and removes its socket file).
 (define (make-listener fd kind address unix-path unix-id)
-  (listener fd kind address unix-path unix-id (make-semaphore 0) #f))
+  (define l (listener fd kind address unix-path unix-id (make-semaphore 0) #f #f))
+  (set-listener-cref! l (register-custodian-shutdown l listener-close!))
+  l)
 
 ;; fd-listening-socket? : fd -> boolean
 (define (fd-listening-socket? fd)
@@ -255,32 +261,50 @@
   (values in out peer))
 
 ;; listener-accept-fd : listener -> (values fd string)
-;; The next connection as a non-blocking, close-on-exec fd that the caller owns, and its
-;; peer ("unix", or the client's IP address; TCP_NODELAY is set on TCP connections).
-;; Blocks only the calling thread. The closed check and accept4 run in atomic mode so that
-;; listener-close! cannot close (and the kernel reuse) the fd in between.
+;; The next connection, as listener-try-accept gives it; blocks only the calling thread
+;; until there is one. Raises once the listener is closed.
 (define (listener-accept-fd l)
+  (let loop ()
+    (define-values (fd peer) (listener-try-accept l))
+    (cond
+      [fd (values fd peer)]
+      [(eq? peer 'again) (wait-readable l) (loop)]
+      [(eq? peer 'scarce) (sleep 0.1) (loop)]
+      [(eq? peer 'closed) (raise-transport "listener ~a is closed" (listener-address l))]
+      [else (raise peer)])))
+
+;; listener-try-accept : listener -> (values (or/c fd #f) (or/c string symbol exn))
+;; One accept that does not wait. A connection: its non-blocking, close-on-exec fd, which
+;; the caller owns, and its peer ("unix", or the client's IP address; TCP_NODELAY is set
+;; on TCP connections). Otherwise #f and why: 'again (none pending), 'closed (the listener
+;; is), 'scarce (out of fds or memory: logged; try again later) or the exception for any
+;; other failure. The closed check and accept4 run in atomic mode so that listener-close!
+;; cannot close (and the kernel reuse) the fd in between.
+(define (listener-try-accept l)
   (define fd (listener-fd l))
   (define sa (make-bytes SOCKADDR_MAX 0))
-  (define len (make-bytes 4 0))
+  (define len (integer->integer-bytes SOCKADDR_MAX 4 #f))
   (let loop ()
-    (integer->integer-bytes SOCKADDR_MAX 4 #f #f len 0)
     (start-atomic)
     (define closed? (listener-closed? l))
     (define conn (if closed? -1 (c-accept4 fd sa len accept-flags)))
     (define errno (saved-errno))
     (end-atomic)
     (cond
-      [closed? (raise-transport "listener ~a is closed" (listener-address l))]
+      [closed? (values #f 'closed)]
       [(>= conn 0) (values conn (connection-peer conn sa))]
-      [(= errno EAGAIN) (wait-readable l) (loop)]
-      [(memv errno (list EINTR ECONNABORTED EPROTO)) (loop)]
+      [(= errno EAGAIN) (values #f 'again)]
+      [(memv errno (list EINTR ECONNABORTED EPROTO))
+       (integer->integer-bytes SOCKADDR_MAX 4 #f #f len 0)
+       (loop)]
       [(memv errno (list EMFILE ENFILE ENOBUFS ENOMEM))
        (log-fastcgi-warning "accept on ~a: ~a; retrying in 0.1 s"
                             (listener-address l) (errno-message errno))
-       (sleep 0.1)
-       (loop)]
-      [else (raise-errno (format "accept on ~a failed" (listener-address l)) errno)])))
+       (values #f 'scarce)]
+      [else
+       (values #f (exn:fail:fastcgi:transport
+                   (format "fastcgi: accept on ~a failed: ~a" (listener-address l) (errno-message errno))
+                   (current-continuation-marks)))])))
 
 ;; wait-readable : listener -> void
 ;; Returns when the fd is readable or the listener is closed.
@@ -318,6 +342,7 @@
   (define was-open? (not (listener-closed? l)))
   (when was-open?
     (set-listener-closed?! l #t)
+    (unregister-custodian-shutdown l (listener-cref l))
     (unsafe-fd->evt (listener-fd l) 'remove)
     (c-close (listener-fd l))
     (semaphore-post (listener-closed-sema l)))

@@ -36,8 +36,10 @@
                 request-cost    ; box: flonum, recent CPU ms per request (watch-queue-delay)
                 shed-note       ; box: (cons ms-of-last-log count-since), for the shed log line
                 handler-group   ; thread group of every handler thread (see serve-connection)
-                stretch)        ; box: flonum >= 1, how much slower than its CPU cost work goes
-
+                stretch         ; box: flonum >= 1, how much slower than its CPU cost work goes
+                ;; the params of the last request read on any connection: a new connection's
+                ;; first request shares byte strings with them (see conn's last-params)
+                [last-params #:mutable])
   #:transparent)
 
 ;; Per connection. fd: the socket, read, written and closed through the FFI, with no ports
@@ -59,8 +61,9 @@
               ;; the reader's state (connection.rkt), and what to do before blocking on
               ;; the connection's behalf (hand the loop over, when this thread is it).
               [poller #:mutable] [loop-state #:mutable] [on-block #:mutable]
-              ;; the params of the last request read here (their byte strings are shared
-              ;; with the next request's where equal: parse-params in protocol.rkt)
+              ;; the params of the last request read here, at first the server's (their byte
+              ;; strings are shared with the next request's where equal: parse-params in
+              ;; protocol.rkt)
               [last-params #:mutable]))
 
 ;; make-conn : input-port output-port string server -> conn
@@ -87,7 +90,7 @@
 (define (new-conn in out fd peer srv)
   (define sema (make-semaphore 0))
   (conn in out fd peer srv (make-semaphore 1) (make-table) sema (semaphore-peek-evt sema) #f
-        #f #f #f #f void #f #f #f #f #f #f void '()))
+        #f #f #f #f void #f #f #f #f #f #f void (server-last-params srv)))
 
 ;; ensure-reader! : conn -> void
 ;; While the reader thread runs a handler inline, nothing reads the connection: this
@@ -134,7 +137,7 @@
     (when fd
       (unsafe-socket->semaphore fd 'remove)
       ;; before the close: the fd's number may be the next connection's right after
-      (when (conn-poller c) (poller-forget! (conn-poller c) fd c))
+      (when (conn-poller c) (poller-forget! (conn-poller c) fd c #t))
       (socket-close! fd))
     (semaphore-post (conn-broken-sema c)))
   (end-atomic)
