@@ -153,7 +153,8 @@
     (check-equal? (sync/timeout 5 (wrap-evt in (λ (_) (with-handlers ([exn:fail? (λ (e) eof)]) (read-bytes 1 in)))))
                   eof
                   (format "the ~a connection reads EOF" name)))
-  (check-exn exn:fail? (λ () (unix-socket-connect path)) "nothing listens any more"))
+  (check-exn exn:fail? (λ () (unix-socket-connect path)) "nothing listens any more")
+  (check-false (link-exists? path) "the socket file is removed"))
 
 (test-case "servlet helpers work unchanged: dispatch-rules without else (404), response/jsexpr, response/xexpr, bindings"
   (define-values (app _url)

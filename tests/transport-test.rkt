@@ -11,8 +11,10 @@
          racket/tcp
          racket/unix-socket
          rackunit
+         "../fastcgi/main.rkt"
          "../fastcgi/private/ffi.rkt"
          "../fastcgi/private/log.rkt"
+         "../fastcgi/private/protocol.rkt"
          "../fastcgi/private/transport.rkt")
 
 (define-runtime-path transport-module "../fastcgi/private/transport.rkt")
@@ -276,6 +278,55 @@
   (close-input-port ci)
   (close-output-port co)
   (listener-close! l))
+
+(test-case "the server's event loop at the descriptor limit: logs, stops accepting a while, then serves"
+  (define address #f)
+  (define stop (serve/fastcgi-raw (lambda (r) (write-bytes #"Status: 200 OK\r\n\r\nserved" (fastcgi-request-stdout r)))
+                                  #:listen "127.0.0.1:0" #:on-ready (lambda (a) (set! address a))))
+  (define port (string->number (cadr (regexp-match #rx":([0-9]+)$" address))))
+  (define receiver (make-log-receiver fastcgi-logger 'warning 'fastcgi))
+  (define saved (make-bytes 16))
+  (c-getrlimit RLIMIT_NOFILE saved)
+  (define fillers '())
+  ;; connected before the limit, the request waits in the backlog while accept fails
+  (define-values (ci co) (tcp-connect "127.0.0.1" port))
+  (write-bytes (bytes-append (record->bytes 'begin-request 1 (begin-request-content 'responder #f))
+                             (record->bytes 'params 1 #"") (record->bytes 'stdin 1 #""))
+               co)
+  (flush-output co)
+  (define warnings
+    (dynamic-wind
+     (lambda ()
+       (define open-fds (length (directory-list "/proc/self/fd")))
+       (c-setrlimit RLIMIT_NOFILE (bytes-append (integer->integer-bytes (+ open-fds 8) 8 #f) (subbytes saved 8)))
+       (let fill ()
+         (define fd (c-socket AF_INET SOCK_STREAM 0))
+         (when (>= fd 0) (set! fillers (cons fd fillers)) (fill))))
+     (lambda ()
+       (sleep 0.35)
+       (check-false (sync/timeout 0 ci) "nothing answered while no fd is free")
+       (let loop ([n 0])
+         (define v (sync/timeout 0 receiver))
+         (cond [(not v) n]
+               [(regexp-match? #rx"Too many open files [(]errno 24[)]; retrying" (vector-ref v 1))
+                (loop (add1 n))]
+               [else (loop n)])))
+     (lambda ()
+       (for-each c-close fillers)
+       (c-setrlimit RLIMIT_NOFILE saved))))
+  (check-true (<= 2 warnings 6) (format "~a warnings in 0.35 s" warnings))
+  (define d (make-decoder))
+  (define out
+    (let loop ([acc #""])
+      (define r (decoder-next! d))
+      (cond
+        [(not r) (if (sync/timeout 5 ci) (if (eof-object? (decoder-read! d ci)) acc (loop acc)) acc)]
+        [(eq? (record-type r) 'stdout) (loop (bytes-append acc (record-content r)))]
+        [else (loop acc)])))
+  (check-equal? out #"Status: 200 OK\r\n\r\nserved" "served once fds are free again")
+  (close-input-port ci)
+  (close-output-port co)
+  (stop #:timeout 1))
 
 (test-case "fd-listening-socket? and fd:N listeners"
   (define fds (make-bytes 8))

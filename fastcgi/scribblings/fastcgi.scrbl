@@ -129,9 +129,10 @@ When the module provides a procedure named @racket[start], it is used and
 with an error. From Racket, @racket[serve/fastcgi] serves a servlet and
 @racket[serve/fastcgi-raw] a raw handler.
 
-Connections on a socket are read by one thread, the event loop: it asks the kernel
-(@tt{epoll}) which connections have input and reads each in turn, so a kept connection
-costs no thread while it waits, and a request no thread switch. Each request runs its
+Connections on a socket are accepted and read by one thread, the event loop: it asks the
+kernel (@tt{epoll}) which connections have input, and whether new ones wait, and reads
+each in turn, so a kept connection costs no thread while it waits, and a request no
+thread switch. Each request runs its
 handler in a Racket thread of its own, or in the thread that reads its connection. The
 second, the fast path, is taken when the request's input has all arrived and it is alone
 on a connection that never carried two requests at once (nginx, Apache and lighttpd never
@@ -748,6 +749,10 @@ the stop began), and answered 503 when another request is live there (a multiple
 front); a connection is closed when its last request ends. Connections still open when the time is up are cut;
 their requests are aborted (@racket[fastcgi-request-abort-evt]), but handler threads are
 not killed. Calling the stop procedure again does nothing.
+
+The listening socket and the connections belong to the custodian that was current when
+@racket[serve/fastcgi] was called: shutting that custodian down closes them at once (and
+removes the unix socket file the server created), as it does Racket's own ports.
 
 @racketblock[
 (define stop (serve/fastcgi start #:listen "unix:/run/app.sock"))
