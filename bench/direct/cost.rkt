@@ -1,0 +1,70 @@
+#lang racket/base
+;; racket bench/direct/cost.rkt TREE K [SECONDS] : what our raw hello server costs per
+;; request, with no front, measured inside the server's own process. TREE holds a compiled
+;; fastcgi/ collection (as for direct.sh); K: each connection is replaced after K requests
+;; (0: never; 1: every request on a new connection, so the figures are mostly what a
+;; connection costs). CONNS (default 8) connections of bench/direct/load.c, pinned to CPU 0
+;; with taskset; run this under `taskset -c 1` to keep the two apart.
+;; Printed per request: user and system CPU (/proc/self/stat), the process's CPU and GC
+;; time and thread swaps (vector-set-performance-stats!), and bytes allocated
+;; (current-memory-use 'cumulative). The load's own CPU is not in these figures.
+;; Everything lives in a temporary directory: a unix socket, no network.
+(require racket/file
+         racket/port
+         racket/runtime-path
+         racket/string
+         racket/system)
+
+(define-runtime-path load-source "load.c")
+
+(define args (current-command-line-arguments))
+(unless (<= 2 (vector-length args) 3)
+  (eprintf "usage: racket bench/direct/cost.rkt TREE K [SECONDS]\n")
+  (exit 2))
+(define tree (path->complete-path (vector-ref args 0)))
+(define k (string->number (vector-ref args 1)))
+(define seconds (if (= 3 (vector-length args)) (string->number (vector-ref args 2)) 4))
+(define conns (or (getenv "CONNS") "8"))
+
+(define dir (make-temporary-file "fcgi-cost-~a" 'directory))
+(define load (path->string (build-path dir "load")))
+(define sock (path->string (build-path dir "s.sock")))
+(unless (system* (find-executable-path "gcc") "-O2" "-o" load (path->string load-source))
+  (error 'cost "cannot compile ~a" load-source))
+
+(define main `(file ,(path->string (build-path tree "fastcgi" "main.rkt"))))
+(define serve (dynamic-require main 'serve/fastcgi-raw))
+(define stdout (dynamic-require main 'fastcgi-request-stdout))
+(define answer #"Status: 200 OK\r\nContent-Type: text/plain\r\n\r\nHello, World!\n")
+(void (serve (λ (req) (write-bytes answer (stdout req))) #:listen (string-append "unix:" sock)))
+
+;; run-load : natural -> string ; the load's report ("N requests ...")
+(define (run-load secs)
+  (with-output-to-string
+    (λ () (system* (find-executable-path "taskset") "-c" "0" load sock conns
+                   (number->string secs) (number->string k)))))
+
+;; cpu-ticks : -> (values natural natural) ; this process's user and system clock ticks
+(define (cpu-ticks)
+  (define fields (string-split (cadr (regexp-match #rx"\\) (.*)$" (file->string "/proc/self/stat")))))
+  (values (string->number (list-ref fields 11)) (string->number (list-ref fields 12))))
+
+(void (run-load 1))                     ; warm-up
+(define-values (u0 s0) (cpu-ticks))
+(define v0 (make-vector 12 0))
+(define v1 (make-vector 12 0))
+(vector-set-performance-stats! v0 #f)
+(define m0 (current-memory-use 'cumulative))
+(define out (run-load seconds))
+(vector-set-performance-stats! v1 #f)
+(define m1 (current-memory-use 'cumulative))
+(define-values (u1 s1) (cpu-ticks))
+(define n (string->number (car (regexp-match #px"^[0-9]+" out))))
+(define (per i) (/ (* 1000.0 (- (vector-ref v1 i) (vector-ref v0 i))) n))
+(define (us ticks) (real->decimal-string (/ (* 10000.0 ticks) n) 2))
+(printf "~a K=~a CONNS=~a: ~a req/s, per request: user ~a us, sys ~a us, GC ~a us, ~a swaps, ~a bytes allocated\n"
+        (vector-ref args 0) k conns (quotient n seconds) (us (- u1 u0)) (us (- s1 s0))
+        (real->decimal-string (per 2) 2) (real->decimal-string (/ (per 4) 1000) 2)
+        (quotient (- m1 m0) n))
+(delete-directory/files dir)
+(exit 0)
