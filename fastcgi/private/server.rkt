@@ -148,9 +148,14 @@
               (define-values (fd peer)
                 (with-handlers ([exn:fail:fastcgi:transport? (λ (e) (values #f #f))])
                   (listener-accept-fd listener)))
+              ;; a slot may have freed while accept waited
+              (define slot*
+                (if (and fd (eq? slot overflow) (semaphore-try-wait? slots))
+                    (begin (semaphore-post overflow) slots)
+                    slot))
               (cond
-                [fd (admit! fd peer slot) (loop)]
-                [else (semaphore-post slot)]))))))   ; the listener was closed: stop accepting
+                [fd (admit! fd peer slot*) (loop)]
+                [else (semaphore-post slot*)]))))))   ; the listener was closed: stop accepting
   (when poller (poller-start! poller))
   (define watchdog (thread (λ () (watch-deadlines conns lim))))
   (define inline-watch (thread (λ () (watch-inline srv))))
