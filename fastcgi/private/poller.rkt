@@ -1,8 +1,9 @@
 #lang racket/base
 ;; The event loop: one thread serves the read side of every idle or busy kept connection
 ;; of a server, from an epoll set of our own (Linux). Each connection socket is registered
-;; once, level-triggered; the loop asks epoll which are readable and runs each one's step
-;; in turn, without a thread switch per request. Racket's own way (a thread per
+;; once, level-triggered (and so is a server's listening socket: its step accepts); the
+;; loop asks epoll which are readable and runs each one's step in turn, without a thread
+;; switch per request. Racket's own way (a thread per
 ;; connection, each waiting on the socket through Racket's epoll set) costs two thread
 ;; switches and two epoll_ctl per request: bench/OPTIMISATIONS.md, round 5.
 ;;

@@ -1,7 +1,7 @@
 #lang racket/base
-;; One server process: the accept loop, the event loop that reads the connections
-;; (poller.rkt; with shedding on, a green thread per connection instead), one deadline
-;; manager for all connections, and the graceful stop.
+;; One server process: the event loop that accepts and reads the connections (poller.rkt;
+;; with shedding on, an accepting thread and a green thread per connection instead), one
+;; deadline manager for all connections, and the graceful stop.
 (require ffi/unsafe/atomic
          "connection.rkt"
          "limits.rkt"
