@@ -342,7 +342,8 @@
   (define was-open? (not (listener-closed? l)))
   (when was-open?
     (set-listener-closed?! l #t)
-    (unregister-custodian-shutdown l (listener-cref l))
+    ;; #f when the custodian was already shut down at the listener's creation
+    (when (listener-cref l) (unregister-custodian-shutdown l (listener-cref l)))
     (unsafe-fd->evt (listener-fd l) 'remove)
     (c-close (listener-fd l))
     (semaphore-post (listener-closed-sema l)))

@@ -81,8 +81,9 @@
 ;; more than the rest of accepting a connection (bench/OPTIMISATIONS.md, round 8).
 (define (make-fd-conn fd peer srv)
   (define c (new-conn #f #f fd peer srv))
-  ;; weak: a strong registration costs a will per connection, which made GC take 3 us
-  ;; more per connection; the server's table of connections holds c until it has ended
+  ;; weak: a strong registration costs a will per connection, which made GC take about
+  ;; 4 us more per connection; the server's table of connections holds c until it ends
+  ;; (#f when the custodian is already shut down: then only conn-broken! closes the fd)
   (set-conn-cref! c (register-custodian-shutdown c conn-cut! #:weak? #t))
   c)
 
