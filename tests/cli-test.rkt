@@ -28,6 +28,9 @@
      o)
     (void)))
 
+;; every process spawned, so that none outlives the tests (see the end of the file)
+(define spawned '())
+
 ;; spawn : (listof string) #:stdin port #:env -> (values subprocess input-port)
 ;; Starts `raco fastcgi ARGS...`; returns the process and its stderr (the log).
 (define (spawn args #:stdin [stdin #f] #:command [command #f])
@@ -35,6 +38,7 @@
     (if command
         (subprocess #f stdin #f "/bin/sh" "-c" command)
         (apply subprocess #f stdin #f racket-exe cli args)))
+  (set! spawned (cons p spawned))
   (when in (close-output-port in))
   (values p err out))
 
@@ -166,5 +170,11 @@
   (check-equal? (cadr r) #"Hello, World!\n")
   (subprocess-kill p #t)
   (void (sync/timeout 10 p)))
+
+;; a test that failed before stopping its server leaves it running: stop it here
+(for ([p (in-list spawned)] #:when (eq? (subprocess-status p) 'running))
+  (eprintf "cli-test: killing ~a, left running by a failed test\n" (subprocess-pid p))
+  (subprocess-kill p #t)
+  (sync/timeout 10 p))
 
 (delete-directory/files dir #:must-exist? #f)
