@@ -137,7 +137,19 @@
   ;; names that moved are compared by place only: equal, not shared
   (define third (parse-params (pairs->bytes '(("URI" . "/a") ("HOST" . "x"))) 100 first))
   (check-equal? third '((#"URI" . #"/a") (#"HOST" . #"x")))
-  (check-not-eq? (car (list-ref third 0)) (car (list-ref first 2))))
+  (check-not-eq? (car (list-ref third 0)) (car (list-ref first 2)))
+  ;; a pair the same in name and value is the previous pair; an all-same tail, that tail
+  (check-eq? (list-ref second 0) (list-ref first 0))
+  (check-not-eq? (list-ref second 1) (list-ref first 1))
+  (define fourth (parse-params (pairs->bytes '(("HOST" . "y") ("PORT" . "2") ("URI" . "/a") ("NEW" . "v")))
+                               100 second))
+  (check-equal? fourth '((#"HOST" . #"y") (#"PORT" . #"2") (#"URI" . #"/a") (#"NEW" . #"v")))
+  (check-eq? (cdr fourth) (cdr second) "the tail after the changed pair is the previous one")
+  (check-eq? (parse-params (pairs->bytes '(("HOST" . "y") ("PORT" . "2") ("URI" . "/a") ("NEW" . "v")))
+                           100 fourth)
+             fourth "the same params again: the same list")
+  (check-equal? (parse-params (pairs->bytes '(("HOST" . "y") ("PORT" . "2"))) 100 fourth)
+                '((#"HOST" . #"y") (#"PORT" . #"2")) "a shorter list is not the previous one's"))
 
 (test-case "parse-params: random streams, with and without a previous request"
   (define names '(#"A" #"B" #"HTTP_HOST" #"" #"X"))

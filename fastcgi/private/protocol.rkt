@@ -244,7 +244,8 @@
 ;; more than the parse). Byte strings are immutable: a name or value equal to the one at
 ;; the same place in `like` (the previous request's params on the connection) is that
 ;; same byte string, since a front sends the same names, and mostly the same values, on
-;; every request, and a copy of each was most of what parsing them allocated.
+;; every request, and a copy of each was most of what parsing them allocated. So is a pair
+;; whose name and value are both the same, and a tail of the list that is all the same.
 (define (parse-params bs max-pairs like [start 0] [end (bytes-length bs)])
   ;; the pair length at i, or #f (truncated) or 'long (a truncated 4-byte length)
   (define (len-at i)
@@ -286,7 +287,12 @@
           (define name (slice i2 (+ i2 nlen) (and old (car old))))
           (define value (slice (+ i2 nlen) (+ i2 nlen vlen) (and old (cdr old))))
           (define rest (loop (+ i2 nlen vlen) (add1 count) (if (pair? like) (cdr like) '())))
-          (if (string? rest) rest (cons (cons name value) rest))])])))
+          (cond
+            [(string? rest) rest]
+            ;; the same pair as before: that pair, and that list when the rest is too
+            [(and old (eq? name (car old)) (eq? value (cdr old)))
+             (if (eq? rest (cdr like)) like (cons old rest))]
+            [else (cons (cons name value) rest)])])])))
 
 ;; ---------------------------------------------------------------------------------------
 ;; Encoding.
