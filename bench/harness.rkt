@@ -3,6 +3,7 @@
 ;; started, waited for, always stopped), the nginx front, the C responder's build, and how
 ;; our server is started in this tree (which `raco fastcgi serve` options exist).
 (require compiler/find-exe
+         json
          racket/file
          racket/runtime-path
          racket/string
@@ -75,11 +76,26 @@
 
 (struct peer (name program args addresses) #:transparent)
 
-;; wait-for-address : string -> void ; "unix:/path" or "127.0.0.1:port"
+;; wait-for-address : string -> void
+;; "unix:/path" or "127.0.0.1:port": until it accepts connections; "workers:N:FILE": until
+;; the manager's status file (FILE, from --pid-file) lists N workers ready (idle or busy).
+;; The socket answers as soon as one worker is up, and a front that connects before the
+;; others are keeps its connections on that one.
 (define (wait-for-address address)
-  (if (regexp-match? #rx"^unix:" address)
-      (wait-for-unix-socket (substring address 5) 30)
-      (wait-for-tcp (string->number (cadr (regexp-match #rx":([0-9]+)$" address))) 30)))
+  (cond
+    [(regexp-match #rx"^workers:([0-9]+):(.*)$" address)
+     => (λ (m) (wait-until 30 (format "~a workers ready" (cadr m))
+                           (λ () (>= (workers-ready (caddr m)) (string->number (cadr m))))))]
+    [(regexp-match? #rx"^unix:" address) (wait-for-unix-socket (substring address 5) 30)]
+    [else (wait-for-tcp (string->number (cadr (regexp-match #rx":([0-9]+)$" address))) 30)]))
+
+;; workers-ready : path-string -> natural ; workers idle or busy in a manager's status file
+(define (workers-ready file)
+  (define board (with-handlers ([exn:fail? (λ (e) #f)]) (call-with-input-file file read-json)))
+  (if (hash? board)
+      (for/sum ([w (in-list (hash-ref board 'workers '()))])
+        (if (member (hash-ref w 'state #f) '("idle" "busy")) 1 0))
+      0))
 
 ;; call-with-peers : path (listof peer) ((listof proc) -> any) -> any
 ;; Starts them, waits until each accepts connections, and stops them all afterwards.
@@ -151,11 +167,18 @@
   (define single (if (and (features-single? (current-features)) (not (member "--workers" extra)))
                      '("--single-process")
                      '()))
+  ;; with --workers N: also wait until the N workers are ready (wait-for-address)
+  (define workers (let ([m (member "--workers" extra)]) (and m (pair? (cdr m)) (cadr m))))
+  (define pid-file (and workers (path->string (make-temporary-file "fcgi-bench-~a.pid" #f))))
+  (when pid-file (delete-file pid-file))
   (peer "ours" raco
         (append (list "fastcgi" "serve" "--listen" address "--log-level" "warning")
                 single extra
+                (if pid-file (list "--pid-file" pid-file) '())
                 (list (path->string (simplify-path (build-path repo-dir app)))))
-        (list address)))
+        (if pid-file
+            (list address (format "workers:~a:~a.status.json" workers pid-file))
+            (list address))))
 
 
 ;; build-c! : path -> path ; the C responder, compiled into dir
