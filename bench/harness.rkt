@@ -79,8 +79,8 @@
 ;; wait-for-address : string -> void
 ;; "unix:/path" or "127.0.0.1:port": until it accepts connections; "workers:N:FILE": until
 ;; the manager's status file (FILE, from --pid-file) lists N workers ready (idle or busy).
-;; The socket answers as soon as one worker is up, and a front that connects before the
-;; others are keeps its connections on that one.
+;; The socket answers as soon as one worker is up; every worker should be able to take the
+;; front's connections from the start.
 (define (wait-for-address address)
   (cond
     [(regexp-match #rx"^workers:([0-9]+):(.*)$" address)

@@ -245,35 +245,46 @@
   (for-each close-port (apply append clients))
   (listener-close! l))
 
-(test-case "accept at the descriptor limit: logs, waits 0.1 s between tries, recovers"
-  (define l (open-listener (parse-listen-address "127.0.0.1:0")))
-  (define-values (ci co) (tcp-connect "127.0.0.1" (listener-port l)))
+;; at-fd-limit : ((-> void) -> any) -> natural
+;; Runs body with the process's descriptor limit lowered and every free descriptor taken;
+;; body gets a procedure that gives them back. Returns the "retrying" warnings logged by
+;; the time body returned; afterwards the descriptors and the limit are restored.
+(define (at-fd-limit body)
   (define receiver (make-log-receiver fastcgi-logger 'warning 'fastcgi))
   (define saved (make-bytes 16))
   (c-getrlimit RLIMIT_NOFILE saved)
   (define fillers '())
+  (define (release!) (for-each c-close fillers) (set! fillers '()))
+  (dynamic-wind
+   (lambda ()
+     (define open-fds (length (directory-list "/proc/self/fd")))
+     (c-setrlimit RLIMIT_NOFILE (bytes-append (integer->integer-bytes (+ open-fds 8) 8 #f) (subbytes saved 8)))
+     (let fill ()
+       (define fd (c-socket AF_INET SOCK_STREAM 0))
+       (when (>= fd 0) (set! fillers (cons fd fillers)) (fill))))
+   (lambda ()
+     (body release!)
+     (let loop ([n 0])
+       (define v (sync/timeout 0 receiver))
+       (cond [(not v) n]
+             [(regexp-match? #rx"Too many open files [(]errno 24[)]; retrying" (vector-ref v 1))
+              (loop (add1 n))]
+             [else (loop n)])))
+   (lambda ()
+     (release!)
+     (c-setrlimit RLIMIT_NOFILE saved))))
+
+(test-case "accept at the descriptor limit: logs, waits 0.1 s between tries, recovers"
+  (define l (open-listener (parse-listen-address "127.0.0.1:0")))
+  (define-values (ci co) (tcp-connect "127.0.0.1" (listener-port l)))
   (define warnings
-    (dynamic-wind
-     (lambda ()
-       (define open-fds (length (directory-list "/proc/self/fd")))
-       (define low (bytes-append (integer->integer-bytes (+ open-fds 8) 8 #f) (subbytes saved 8)))
-       (c-setrlimit RLIMIT_NOFILE low)
-       (let fill ()
-         (define fd (c-socket AF_INET SOCK_STREAM 0))
-         (when (>= fd 0) (set! fillers (cons fd fillers)) (fill))))
-     (lambda ()
+    (at-fd-limit
+     (lambda (release!)
        (define acceptor (thread (lambda () (listener-accept l))))
        (sleep 0.35)
        (check-false (thread-dead? acceptor))
-       (for-each c-close fillers)
-       (check-not-false (sync/timeout 2 acceptor))
-       (let loop ([n 0])
-         (define v (sync/timeout 0 receiver))
-         (cond [(not v) n]
-               [(regexp-match? #rx"Too many open files [(]errno 24[)]; retrying" (vector-ref v 1))
-                (loop (add1 n))]
-               [else (loop n)])))
-     (lambda () (c-setrlimit RLIMIT_NOFILE saved))))
+       (release!)
+       (check-not-false (sync/timeout 2 acceptor)))))
   (check-true (<= 2 warnings 6) (format "~a warnings in 0.35 s" warnings))
   (close-input-port ci)
   (close-output-port co)
@@ -284,10 +295,6 @@
   (define stop (serve/fastcgi-raw (lambda (r) (write-bytes #"Status: 200 OK\r\n\r\nserved" (fastcgi-request-stdout r)))
                                   #:listen "127.0.0.1:0" #:on-ready (lambda (a) (set! address a))))
   (define port (string->number (cadr (regexp-match #rx":([0-9]+)$" address))))
-  (define receiver (make-log-receiver fastcgi-logger 'warning 'fastcgi))
-  (define saved (make-bytes 16))
-  (c-getrlimit RLIMIT_NOFILE saved)
-  (define fillers '())
   ;; connected before the limit, the request waits in the backlog while accept fails
   (define-values (ci co) (tcp-connect "127.0.0.1" port))
   (write-bytes (bytes-append (record->bytes 'begin-request 1 (begin-request-content 'responder #f))
@@ -295,25 +302,10 @@
                co)
   (flush-output co)
   (define warnings
-    (dynamic-wind
-     (lambda ()
-       (define open-fds (length (directory-list "/proc/self/fd")))
-       (c-setrlimit RLIMIT_NOFILE (bytes-append (integer->integer-bytes (+ open-fds 8) 8 #f) (subbytes saved 8)))
-       (let fill ()
-         (define fd (c-socket AF_INET SOCK_STREAM 0))
-         (when (>= fd 0) (set! fillers (cons fd fillers)) (fill))))
-     (lambda ()
+    (at-fd-limit
+     (lambda (release!)
        (sleep 0.35)
-       (check-false (sync/timeout 0 ci) "nothing answered while no fd is free")
-       (let loop ([n 0])
-         (define v (sync/timeout 0 receiver))
-         (cond [(not v) n]
-               [(regexp-match? #rx"Too many open files [(]errno 24[)]; retrying" (vector-ref v 1))
-                (loop (add1 n))]
-               [else (loop n)])))
-     (lambda ()
-       (for-each c-close fillers)
-       (c-setrlimit RLIMIT_NOFILE saved))))
+       (check-false (sync/timeout 0 ci) "nothing answered while no fd is free"))))
   (check-true (<= 2 warnings 6) (format "~a warnings in 0.35 s" warnings))
   (define d (make-decoder))
   (define out
