@@ -380,10 +380,6 @@
         (table-set! reqs id (make-fastcgi-request c id role keep?))
         #f])]))
 
-;; The params of a connection's last request are kept, to share their byte strings with
-;; the next request's, when they came in at most this many bytes.
-(define max-kept-params 4096)
-
 ;; params! : conn request bytes -> (or/c #f string)
 (define (params! c r content)
   (define lim (server-limits (conn-server c)))
@@ -403,19 +399,16 @@
      (define acc (fastcgi-request-params-acc r))
      (define all (if (and (pair? acc) (null? (cdr acc))) (car acc) (apply bytes-append (reverse acc))))
      (set-fastcgi-request-params-acc! r '())
-     (define pairs (parse-params all (limits-max-params-pairs lim) (conn-last-params c)))
+     ;; checked now, made into pairs when asked for (fastcgi-request-params)
+     (define problem (check-params all (limits-max-params-pairs lim)))
      (cond
-       [(string? pairs)
-        (define too-many? (regexp-match? #rx"more than" pairs))
+       [(string? problem)
+        (define too-many? (regexp-match? #rx"more than" problem))
         (reject! c r (if too-many? 431 400)
                  (if too-many? "Request Header Fields Too Large" "Bad Request")
-                 pairs)]
+                 problem)]
        [else
-        ;; kept only when small: an idle connection holds them until its next request
-        (define kept (if (<= (bytes-length all) max-kept-params) pairs '()))
-        (set-conn-last-params! c kept)
-        (set-server-last-params! (conn-server c) kept)
-        (set-fastcgi-request-params! r pairs)
+        (set-fastcgi-request-pv! r (raw-params all 0 (bytes-length all)))
         (params-done! c r)])]))
 
 ;; reject! : conn request natural string string -> #f

@@ -22,7 +22,7 @@
          decoder-buffered
          parse-begin-request parse-end-request parse-unknown-type
          parse-pairs
-         parse-params
+         parse-params check-params params-ref
          ;; encoding
          record-header record-header! padding-for
          record->bytes write-record write-stream
@@ -237,16 +237,20 @@
       (raise (exn:fail:fastcgi:protocol pairs (current-continuation-marks)))
       pairs))
 
-;; parse-params : bytes natural (listof (cons bytes bytes)) [natural natural]
-;;                -> (or/c (listof (cons bytes bytes)) string)
-;; The name-value pairs of bs[start, end), a problem as its message ("params: ..."), not
-;; raised (the server reads a request's params with it, and a handler per request cost
-;; more than the parse). Byte strings are immutable: a name or value equal to the one at
-;; the same place in `like` (the previous request's params on the connection) is that
-;; same byte string, since a front sends the same names, and mostly the same values, on
-;; every request, and a copy of each was most of what parsing them allocated. So is a pair
-;; whose name and value are both the same, and a tail of the list that is all the same.
-(define (parse-params bs max-pairs like [start 0] [end (bytes-length bs)])
+;; pair-head : bytes natural natural -> (values natural natural natural)
+;;                                       or (values string #f #f)
+;; The name and value lengths of the pair at bs[i] and where its name starts, or the
+;; problem as its message ("params: ...") when the pair does not fit before end.
+(define (pair-head bs i end)
+  (define i2 (+ i 2))
+  (cond
+    ;; the common case first: two 1-byte lengths, the pair whole
+    [(and (<= i2 end) (< (bytes-ref bs i) 128) (< (bytes-ref bs (+ i 1)) 128)
+          (<= (+ i2 (bytes-ref bs i) (bytes-ref bs (+ i 1))) end))
+     (values (bytes-ref bs i) (bytes-ref bs (+ i 1)) i2)]
+    [else (pair-head/slow bs i end)]))
+
+(define (pair-head/slow bs i end)
   ;; the pair length at i, or #f (truncated) or 'long (a truncated 4-byte length)
   (define (len-at i)
     (cond
@@ -257,6 +261,60 @@
                (* (bytes-ref bs (+ i 2)) 256) (bytes-ref bs (+ i 3)))]))
   (define (truncated what)
     (if (eq? what 'long) "params: truncated 4-byte name-value length" "params: truncated name-value length"))
+  (define nlen (len-at i))
+  ;; a length takes 4 bytes when its first has the top bit, whatever its value
+  (define i1 (if (exact-integer? nlen) (+ i (if (< (bytes-ref bs i) 128) 1 4)) i))
+  (define vlen (and (exact-integer? nlen) (len-at i1)))
+  (define i2 (if (exact-integer? vlen) (+ i1 (if (< (bytes-ref bs i1) 128) 1 4)) i1))
+  (cond
+    [(not (exact-integer? nlen)) (values (truncated nlen) #f #f)]
+    [(not (exact-integer? vlen)) (values (truncated vlen) #f #f)]
+    [(> (+ i2 nlen vlen) end)
+     (values (format "params: pair lengths ~a+~a exceed the ~a bytes left" nlen vlen (- end i2)) #f #f)]
+    [else (values nlen vlen i2)]))
+
+;; check-params : bytes natural [natural natural] -> (or/c natural string)
+;; How many name-value pairs bs[start, end) holds, or the problem parse-params would
+;; report, without making the pairs: the server checks a request's params with this and
+;; makes them only when something asks for them (most handlers ask for none or a few).
+(define (check-params bs max-pairs [start 0] [end (bytes-length bs)])
+  (let loop ([i start] [count 0])
+    (cond
+      [(= i end) count]
+      [(>= count max-pairs) (format "params: more than ~a name-value pairs" max-pairs)]
+      [else
+       (define-values (nlen vlen i2) (pair-head bs i end))
+       (if (string? nlen) nlen (loop (+ i2 nlen vlen) (add1 count)))])))
+
+;; params-ref : bytes natural natural bytes -> (or/c bytes #f)
+;; The value of the first pair named name in bs[start, end), which check-params accepted,
+;; as an immutable byte string; #f when there is none. Compared in place: no pair is made.
+(define (params-ref bs start end name)
+  (define len (bytes-length name))
+  (let loop ([i start])
+    (cond
+      [(>= i end) #f]
+      [else
+       (define-values (nlen vlen i2) (pair-head bs i end))
+       (cond
+         [(string? nlen) #f]
+         [(and (= nlen len)
+               (let same? ([k 0])
+                 (or (= k len)
+                     (and (eqv? (bytes-ref bs (+ i2 k)) (bytes-ref name k)) (same? (add1 k))))))
+          (unsafe-bytes->immutable-bytes! (subbytes bs (+ i2 nlen) (+ i2 nlen vlen)))]
+         [else (loop (+ i2 nlen vlen))])])))
+
+;; parse-params : bytes natural (listof (cons bytes bytes)) [natural natural]
+;;                -> (or/c (listof (cons bytes bytes)) string)
+;; The name-value pairs of bs[start, end), a problem as its message ("params: ..."), not
+;; raised (a handler per request cost more than the parse). Byte strings are immutable: a
+;; name or value equal to the one at the same place in `like` (the previous request's
+;; params on the connection) is that same byte string, since a front sends the same
+;; names, and mostly the same values, on every request, and a copy of each was most of
+;; what parsing them allocated. So is a pair whose name and value are both the same, and a
+;; tail of the list that is all the same.
+(define (parse-params bs max-pairs like [start 0] [end (bytes-length bs)])
   ;; the slice bs[from, to) as an immutable byte string: old's own when equal
   (define (slice from to old)
     (if (and old (= (bytes-length old) (- to from))
@@ -272,16 +330,9 @@
       [(= i end) '()]
       [(>= count max-pairs) (format "params: more than ~a name-value pairs" max-pairs)]
       [else
-       (define nlen (len-at i))
-       ;; a length takes 4 bytes when its first has the top bit, whatever its value
-       (define i1 (if (exact-integer? nlen) (+ i (if (< (bytes-ref bs i) 128) 1 4)) i))
-       (define vlen (and (exact-integer? nlen) (len-at i1)))
-       (define i2 (if (exact-integer? vlen) (+ i1 (if (< (bytes-ref bs i1) 128) 1 4)) i1))
+       (define-values (nlen vlen i2) (pair-head bs i end))
        (cond
-         [(not (exact-integer? nlen)) (truncated nlen)]
-         [(not (exact-integer? vlen)) (truncated vlen)]
-         [(> (+ i2 nlen vlen) end)
-          (format "params: pair lengths ~a+~a exceed the ~a bytes left" nlen vlen (- end i2))]
+         [(string? nlen) nlen]
          [else
           (define old (and (pair? like) (car like)))
           (define name (slice i2 (+ i2 nlen) (and old (car old))))

@@ -12,9 +12,11 @@
          "limits.rkt"
          "protocol.rkt"
          "wire.rkt")
-(provide (except-out (struct-out fastcgi-request) fastcgi-request-stdin-port
+(provide (except-out (struct-out fastcgi-request) fastcgi-request-pv fastcgi-request-stdin-port
                      set-fastcgi-request-stdin-port! set-fastcgi-request-stdin-out!
                      fastcgi-request-stderr-port set-fastcgi-request-stderr-port!)
+         fastcgi-request-params
+         (struct-out raw-params)
          fastcgi-request-stdin
          fastcgi-request-stderr
          handler-error-port
@@ -42,7 +44,7 @@
 ;; abort-evt (ready once the request is aborted), peer (the front's address).
 ;; The rest belongs to the connection.
 (struct fastcgi-request
-  (id role keep-conn? [params #:mutable] [stdin-port #:mutable] [data #:mutable]
+  (id role keep-conn? [pv #:mutable] [stdin-port #:mutable] [data #:mutable]
       [stdout #:mutable] [stderr-port #:mutable] abort-evt peer
       conn abort-sema
       [stdin-out #:mutable]       ; #f (no pipe yet), 'closed (none, and stdin ended) or the port
@@ -189,25 +191,63 @@
     void)
    out))
 
+;; A request's params as they came: bs[start, end), which check-params accepted. The
+;; server keeps them so until something asks for the list (fastcgi-request-params): a
+;; handler that reads none or a few of them never pays for making twenty pairs.
+(struct raw-params (bs start end))
+
+;; fastcgi-request-params : request -> (listof (cons bytes bytes))
+;; Made on first use, sharing byte strings with the last params made on the same
+;; connection (see parse-params); those are kept for the next request only when small.
+(define (fastcgi-request-params r)
+  (define v (fastcgi-request-pv r))
+  (cond
+    [(raw-params? v)
+     (define c (fastcgi-request-conn r))
+     (define pairs (parse-params (raw-params-bs v) +inf.0 (conn-last-params c)
+                                 (raw-params-start v) (raw-params-end v)))
+     (when (string? pairs) (error 'fastcgi-request-params "checked params failed to parse: ~a" pairs))
+     (when (<= (- (raw-params-end v) (raw-params-start v)) max-kept-params)
+       (set-conn-last-params! c pairs)
+       (set-server-last-params! (conn-server c) pairs))
+     (set-fastcgi-request-pv! r pairs)
+     pairs]
+    [else v]))
+
+;; The params of a connection's last request are kept, to share their byte strings with
+;; the next request's, when they came in at most this many bytes.
+(define max-kept-params 4096)
+
 ;; request-param : request (or/c bytes string) [any] -> any
 ;; The value (bytes) of a param, or default. The first occurrence of a name wins.
+;; Params not made into a list yet are searched in place (a look-up is a walk of about
+;; twenty pairs); once made, a table is built on the first look-up.
 (define (request-param r name [default #f])
-  (define t (or (fastcgi-request-table r)
-                (let ([t (for/fold ([t (hash)]) ([p (in-list (reverse (fastcgi-request-params r)))])
-                           (hash-set t (car p) (cdr p)))])
-                  (set-fastcgi-request-table! r t)
-                  t)))
-  (hash-ref t (if (string? name) (string->bytes/utf-8 name) name) default))
+  (define key (if (string? name) (string->bytes/utf-8 name) name))
+  (define v (fastcgi-request-pv r))
+  (cond
+    [(raw-params? v)
+     (or (params-ref (raw-params-bs v) (raw-params-start v) (raw-params-end v) key) default)]
+    [else
+     (define t (or (fastcgi-request-table r)
+                   (let ([t (for/fold ([t (hash)]) ([p (in-list (reverse v))])
+                              (hash-set t (car p) (cdr p)))])
+                     (set-fastcgi-request-table! r t)
+                     t)))
+     (hash-ref t key default)]))
 
 ;; request-param/scan : request bytes -> (or/c bytes #f)
-;; The first value of a param by a walk of the list: for the engine's own one or two
-;; look-ups per request (CONTENT_LENGTH), where building request-param's table would cost
-;; more than it saves.
+;; The first value of a param by a walk, in place or of the list: for the engine's own
+;; one or two look-ups per request (CONTENT_LENGTH), where building request-param's table
+;; would cost more than it saves.
 (define (request-param/scan r name)
-  (let loop ([ps (fastcgi-request-params r)])
-    (cond [(null? ps) #f]
-          [(bytes=? (caar ps) name) (cdar ps)]
-          [else (loop (cdr ps))])))
+  (define v (fastcgi-request-pv r))
+  (if (raw-params? v)
+      (params-ref (raw-params-bs v) (raw-params-start v) (raw-params-end v) name)
+      (let loop ([ps v])
+        (cond [(null? ps) #f]
+              [(bytes=? (caar ps) name) (cdar ps)]
+              [else (loop (cdr ps))]))))
 
 ;; request-input-done? : request -> boolean ; all the request's input streams have ended
 (define (request-input-done? r)
