@@ -16,6 +16,7 @@
 (define-values (report! next-event) (make-event-log))
 (define gates (make-hash))
 (define handler-runs (box 0))
+(define last-lazy (box #f))   ; the params of the last MODE=lazy request
 
 ;; gate : string -> semaphore
 (define (gate name) (hash-ref! gates name (λ () (make-semaphore 0))))
@@ -33,6 +34,19 @@
               (fastcgi-request-keep-conn? r))
      (for ([p (fastcgi-request-params r)]) (fprintf out "~a=~a\n" (car p) (cdr p)))
      (fprintf out "body=~a" body)]
+    [("lazy")
+     ;; a look-up before and after the list is made, the list asked for twice, and the
+     ;; list compared with the one the previous "lazy" request made
+     (define before (fastcgi-param r "DUP"))
+     (define ps (fastcgi-request-params r))
+     (define prev (unbox last-lazy))
+     (set-box! last-lazy ps)
+     (write-bytes ok-head out)
+     (write (list before (fastcgi-param r "DUP") (fastcgi-param r #"NONE" 'none)
+                  (eq? ps (fastcgi-request-params r)) (length ps)
+                  (and prev (eq? (car (list-ref ps 1)) (car (list-ref prev 1))))
+                  (and prev (eq? (cdr (list-ref ps 1)) (cdr (list-ref prev 1)))))
+            out)]
     [("auth")
      (if (equal? (fastcgi-param r "AUTH") #"ok")
          (write-bytes #"Status: 200\r\nVariable-USER: bob\r\n\r\n" out)
@@ -246,6 +260,19 @@
           (for ([i 2])
             (peer-send! p (request-bytes 1 #:params (params "I" (number->string i))))
             (check-has (regexp (format "I=~a" i)) (answer-stdout (peer-answer p 1)))))))
+
+    (test-case "params: look-ups before and after the list is made agree; a kept connection's next list shares byte strings"
+      (with-peer path
+        (λ (p)
+          (for ([i 2])
+            (peer-send! p (request-bytes 1 #:params (params "MODE" "lazy" "DUP" "first" "N" (number->string i)
+                                                            "DUP" "second")))
+            (define a (peer-answer p 1))
+            (check-status a 200)
+            (check-equal? (read (open-input-bytes (cgi-body (answer-stdout a))))
+                          (if (zero? i)
+                              '(#"first" #"first" none #t 4 #f #f)
+                              '(#"first" #"first" none #t 4 #t #t)))))))
 
     (test-case "STDERR records carry what the handler writes to current-error-port"
       (with-peer path

@@ -169,6 +169,52 @@
                                 (if (zero? (random 4)) (+ 128 (random 2)) (random 4)))))
     (check-equal? (parse-params junk 100 prev) (parse-pairs/message junk 100) (format "~s" junk))))
 
+;; check-params and params-ref against parse-pairs/message: the same count or the same
+;; message, and the value of the first pair of that name
+(define (first-value pairs name)
+  (cond [(assoc name pairs) => cdr] [else #f]))
+(test-case "check-params and params-ref: as the plain way, on chosen and random streams"
+  (define bad-ones
+    (list #"\1" #"\5\1abc" #"\1\5ab" #"\1\1ab\2" #"\200\0\0" #"\1\200\0\0\1" #"\200\0\1\0\1abc"
+          #"\377\377\377\377\1ab" #"\1\377\377\377\377ab" #"\200\0\0\1\377\377\377\377a"))
+  (define good (pairs->bytes `((,name127 . #"") (,name128 . ,value200) (#"A" . #"1") (#"A" . #"2"))))
+  (for ([bs (in-list (cons good bad-ones))])
+    (define plain (parse-pairs/message bs 1000))
+    (check-equal? (check-params bs 1000) (if (string? plain) plain (length plain)) (format "~s" bs)))
+  (check-equal? (params-ref good 0 (bytes-length good) #"A") #"1" "the first of two")
+  (check-true (immutable? (params-ref good 0 (bytes-length good) #"A")))
+  (check-equal? (params-ref good 0 (bytes-length good) name128) value200 "4-byte lengths")
+  (check-equal? (params-ref good 0 (bytes-length good) name127) #"")
+  (check-false (params-ref good 0 (bytes-length good) #"B"))
+  (check-false (params-ref good 0 (bytes-length good) #"AA"))
+  (define three (pairs->bytes '(("a" . "1") ("b" . "2") ("c" . "3"))))
+  (check-equal? (check-params three 2) "params: more than 2 name-value pairs")
+  (check-equal? (check-params three 3) 3)
+  (check-equal? (check-params #"" 0) 0)
+  ;; a slice of a larger buffer: only bs[start, end) is read
+  (define framed (bytes-append #"\3\3xyzabc" three #"\1\1cZ"))
+  (check-equal? (check-params framed 10 8 (+ 8 (bytes-length three))) 3)
+  (check-equal? (params-ref framed 8 (+ 8 (bytes-length three)) #"c") #"3")
+  (check-false (params-ref framed 8 (+ 8 (bytes-length three)) #"xyz"))
+  (define names '(#"A" #"B" #"HTTP_HOST" #"" #"X"))
+  (define values '(#"" #"1" #"22" #"value"))
+  (for ([k (in-range 2000)])
+    (define pairs (for/list ([i (in-range (random 6))])
+                    (cons (list-ref names (random (length names))) (list-ref values (random (length values))))))
+    (define whole (pairs->bytes pairs))
+    (define bs (if (and (> (bytes-length whole) 0) (zero? (random 3))) (subbytes whole 0 (random (bytes-length whole))) whole))
+    (define max (random 7))
+    (define plain (parse-pairs/message bs max))
+    (check-equal? (check-params bs max) (if (string? plain) plain (length plain)) (format "~s max ~a" bs max))
+    (for ([name (in-list names)])
+      (check-equal? (params-ref whole 0 (bytes-length whole) name) (first-value pairs name)
+                    (format "~s in ~s" name whole)))
+    (define junk (apply bytes (for/list ([i (in-range (random 12))])
+                                (if (zero? (random 4)) (+ 128 (random 2)) (random 4)))))
+    (define plain-junk (parse-pairs/message junk 100))
+    (check-equal? (check-params junk 100) (if (string? plain-junk) plain-junk (length plain-junk))
+                  (format "~s" junk))))
+
 ;; -- records ------------------------------------------------------------------------------
 (test-case "records: exact header bytes and padding"
   (for ([row (in-list
