@@ -8,7 +8,7 @@
          IPPROTO_IPV6 IPV6_V6ONLY SHUT_WR
          EINTR EAGAIN ENFILE EMFILE ENOBUFS ENOMEM EPROTO ECONNABORTED ECONNREFUSED
          SUN_PATH_MAX
-         c-socket c-bind c-listen c-accept4 c-connect c-shutdown c-close
+         c-socket c-bind c-listen c-accept4 c-accept4/fast c-connect c-shutdown c-close c-close/fast
          c-read c-send c-read/fast c-send/fast MSG_NOSIGNAL
          c-setsockopt c-getsockopt c-getsockname
          c-unlink c-chmod c-chown c-umask c-getpid
@@ -70,6 +70,11 @@
 ;; errno (and result) count: a failed read or send took or sent nothing.
 (define c-read/fast (get-ffi-obj "read" #f (_fun _int _pointer _size -> _ssize)))
 (define c-send/fast (get-ffi-obj "send" #f (_fun _int _pointer _size _int -> _ssize)))
+;; The same for a connection's accept (a failed one is made again with c-accept4) and its
+;; close (whose errno nobody reads): saving errno made accept4 437 ns and 576 bytes a
+;; call, against 217 ns and none (a failing call in a loop), close 284 against 195.
+(define c-accept4/fast (get-ffi-obj "accept4" #f (_fun _int _bytes _bytes _int -> _int)))
+(define c-close/fast (get-ffi-obj "close" #f (_fun _int -> _int)))
 (define-libc c-setsockopt "setsockopt" _int _int _int _bytes _int -> _int)
 (define-libc c-getsockopt "getsockopt" _int _int _int _bytes _bytes -> _int)
 (define-libc c-getsockname "getsockname" _int _bytes _bytes -> _int)

@@ -287,8 +287,13 @@
   (let loop ()
     (start-atomic)
     (define closed? (listener-closed? l))
-    (define conn (if closed? -1 (c-accept4 fd sa len accept-flags)))
-    (define errno (saved-errno))
+    (define conn (cond
+                   [closed? -1]
+                   [else
+                    (define fast (c-accept4/fast fd sa len accept-flags))
+                    ;; failed: again, saving errno (a connection that came meanwhile is taken)
+                    (if (>= fast 0) fast (c-accept4 fd sa len accept-flags))]))
+    (define errno (if (>= conn 0) 0 (saved-errno)))
     (end-atomic)
     (cond
       [closed? (values #f 'closed)]
@@ -332,7 +337,7 @@
 
 ;; socket-close! : fd -> void ; for an fd from listener-accept-fd that has no ports
 (define (socket-close! fd)
-  (c-close fd)
+  (c-close/fast fd)
   (void))
 
 ;; listener-close! : listener -> void
