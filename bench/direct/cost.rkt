@@ -4,7 +4,8 @@
 ;; fastcgi/ collection (as for direct.sh); K: each connection is replaced after K requests
 ;; (0: never; 1: every request on a new connection, so the figures are mostly what a
 ;; connection costs). CONNS (default 8) connections of bench/direct/load.c, pinned to CPU 0
-;; with taskset; run this under `taskset -c 1` to keep the two apart.
+;; with taskset; run this under `taskset -c 1` to keep the two apart. With SERVLET set in
+;; the environment, the server is examples/hello.rkt's servlet (serve/fastcgi) instead.
 ;; Printed per request: user and system CPU (/proc/self/stat), the process's CPU and GC
 ;; time and thread swaps (vector-set-performance-stats!), and bytes allocated
 ;; (current-memory-use 'cumulative). The load's own CPU is not in these figures.
@@ -16,6 +17,7 @@
          racket/system)
 
 (define-runtime-path load-source "load.c")
+(define-runtime-path hello-servlet "../../examples/hello.rkt")
 
 (define args (current-command-line-arguments))
 (unless (<= 2 (vector-length args) 3)
@@ -25,6 +27,7 @@
 (define k (string->number (vector-ref args 1)))
 (define seconds (if (= 3 (vector-length args)) (string->number (vector-ref args 2)) 4))
 (define conns (or (getenv "CONNS") "8"))
+(define servlet? (getenv "SERVLET"))
 
 (define dir (make-temporary-file "fcgi-cost-~a" 'directory))
 (define load (path->string (build-path dir "load")))
@@ -33,10 +36,15 @@
   (error 'cost "cannot compile ~a" load-source))
 
 (define main `(file ,(path->string (build-path tree "fastcgi" "main.rkt"))))
-(define serve (dynamic-require main 'serve/fastcgi-raw))
-(define stdout (dynamic-require main 'fastcgi-request-stdout))
 (define answer #"Status: 200 OK\r\nContent-Type: text/plain\r\n\r\nHello, World!\n")
-(void (serve (λ (req) (write-bytes answer (stdout req))) #:listen (string-append "unix:" sock)))
+(cond
+  [servlet?
+   (define serve (dynamic-require main 'serve/fastcgi))
+   (void (serve (dynamic-require hello-servlet 'start) #:listen (string-append "unix:" sock)))]
+  [else
+   (define serve (dynamic-require main 'serve/fastcgi-raw))
+   (define stdout (dynamic-require main 'fastcgi-request-stdout))
+   (void (serve (λ (req) (write-bytes answer (stdout req))) #:listen (string-append "unix:" sock)))])
 
 ;; run-load : natural -> string ; the load's report ("N requests ...")
 (define (run-load secs)
@@ -62,8 +70,8 @@
 (define n (string->number (car (regexp-match #px"^[0-9]+" out))))
 (define (per i) (/ (* 1000.0 (- (vector-ref v1 i) (vector-ref v0 i))) n))
 (define (us ticks) (real->decimal-string (/ (* 10000.0 ticks) n) 2))
-(printf "~a K=~a CONNS=~a: ~a req/s, per request: user ~a us, sys ~a us, GC ~a us, ~a swaps, ~a bytes allocated\n"
-        (vector-ref args 0) k conns (quotient n seconds) (us (- u1 u0)) (us (- s1 s0))
+(printf "~a~a K=~a CONNS=~a: ~a req/s, per request: user ~a us, sys ~a us, GC ~a us, ~a swaps, ~a bytes allocated\n"
+        (vector-ref args 0) (if servlet? " servlet" "") k conns (quotient n seconds) (us (- u1 u0)) (us (- s1 s0))
         (real->decimal-string (per 2) 2) (real->decimal-string (/ (per 4) 1000) 2)
         (quotient (- m1 m0) n))
 (delete-directory/files dir)

@@ -7,6 +7,7 @@
 ;; present before anything is allocated, and no arithmetic is done in 16 or 32 bits
 ;; (Racket integers do not wrap).
 (require racket/list
+         ffi/unsafe/vm
          (only-in racket/unsafe/ops unsafe-bytes->immutable-bytes! unsafe-bytes-ref unsafe-fx= unsafe-fx+))
 (provide (struct-out exn:fail:fastcgi)
          (struct-out exn:fail:fastcgi:protocol)
@@ -22,7 +23,7 @@
          decoder-buffered
          parse-begin-request parse-end-request parse-unknown-type
          parse-pairs
-         parse-params check-params params-ref
+         parse-params check-params params-ref bytes-range=?
          ;; encoding
          record-header record-header! padding-for
          record->bytes write-record write-stream
@@ -298,12 +299,37 @@
        (define-values (nlen vlen i2) (pair-head bs i end))
        (cond
          [(string? nlen) #f]
-         [(and (= nlen len)
-               (let same? ([k 0])
-                 (or (= k len)
-                     (and (eqv? (bytes-ref bs (+ i2 k)) (bytes-ref name k)) (same? (add1 k))))))
+         ;; in range: i2 + nlen <= end <= (bytes-length bs) (pair-head)
+         [(and (= nlen len) (bytes-range=? bs i2 name 0 len))
           (unsafe-bytes->immutable-bytes! (subbytes bs (+ i2 nlen) (+ i2 nlen vlen)))]
          [else (loop (+ i2 nlen vlen))])])))
+
+;; bytes-range=? : bytes natural bytes natural natural -> boolean
+;; Whether a[i, i+n) and b[j, j+n) hold the same bytes. UNCHECKED: the caller makes sure
+;; both ranges lie inside their strings. On Racket CS, a loop compiled by Chez Scheme that
+;; compares 4 bytes a step: 75 ns for 400 bytes, against 287 for a byte loop in Racket
+;; (the params of each request are compared with the previous request's this way).
+(define bytes-range=?
+  (if (eq? (system-type 'vm) 'chez-scheme)
+      (vm-eval
+       '(lambda (a i b j n)
+          (let loop ([k 0])
+            (if (($primitive 3 fx<=) (($primitive 3 fx+) k 4) n)
+                (and (($primitive 3 fx=)
+                      (($primitive 3 bytevector-s32-ref) a (($primitive 3 fx+) i k) 'little)
+                      (($primitive 3 bytevector-s32-ref) b (($primitive 3 fx+) j k) 'little))
+                     (loop (($primitive 3 fx+) k 4)))
+                (let tail ([k k])
+                  (or (($primitive 3 fx=) k n)
+                      (and (($primitive 3 fx=)
+                            (($primitive 3 bytevector-u8-ref) a (($primitive 3 fx+) i k))
+                            (($primitive 3 bytevector-u8-ref) b (($primitive 3 fx+) j k)))
+                           (tail (($primitive 3 fx+) k 1)))))))))
+      (λ (a i b j n)
+        (let same? ([k 0])
+          (or (unsafe-fx= k n)
+              (and (unsafe-fx= (unsafe-bytes-ref a (unsafe-fx+ i k)) (unsafe-bytes-ref b (unsafe-fx+ j k)))
+                   (same? (unsafe-fx+ k 1))))))))
 
 ;; parse-params : bytes natural (listof (cons bytes bytes)) [natural natural]
 ;;                -> (or/c (listof (cons bytes bytes)) string)
@@ -318,11 +344,8 @@
   ;; the slice bs[from, to) as an immutable byte string: old's own when equal
   (define (slice from to old)
     (if (and old (= (bytes-length old) (- to from))
-             ;; unsafe: i < to <= (bytes-length bs), j < (bytes-length old), by the test above
-             (let same? ([i from] [j 0])
-               (or (unsafe-fx= i to)
-                   (and (unsafe-fx= (unsafe-bytes-ref bs i) (unsafe-bytes-ref old j))
-                        (same? (unsafe-fx+ i 1) (unsafe-fx+ j 1))))))
+             ;; in range: to <= (bytes-length bs) (pair-head), and old is that long
+             (bytes-range=? bs from old 0 (- to from)))
         old
         (unsafe-bytes->immutable-bytes! (subbytes bs from to))))
   (let loop ([i start] [count 0] [like like])
