@@ -62,12 +62,12 @@
          (make-poller (λ (e) (if (conn? e) (loop-step! e) (accept-some!))))))
   ;; ended : conn -> (-> void) ; what the thread that sees c end does
   (define ((ended c))
-    (table-remove! conns c)
+    (table-remove! conns (conn-key c))
     (semaphore-post slots))
   ;; serve : fd string -> void ; in a thread of its own, which reads the connection
   (define (serve fd peer)
     (define c (make-fd-conn fd peer srv))
-    (table-set! conns c #t)
+    (table-set! conns (conn-key c) c)
     (serve-connection c (ended c)))
   ;; serve/loop : fd string -> void ; registers the connection with the loop. Atomic with
   ;; stop's closing? flag, so that stop sees every connection admitted before it.
@@ -76,7 +76,7 @@
     (serve-connection c (ended c) #:poller poller)
     (start-atomic)
     (define late? (server-closing? srv))
-    (unless late? (table-set! conns c #t))
+    (unless late? (table-set! conns (conn-key c) c))
     (end-atomic)
     (when late? (conn-broken! c)))
   ;; take-slot : -> (or/c semaphore #f)
@@ -168,14 +168,14 @@
       (when poller (poller-forget! poller (listener-fd listener) listener))
       (listener-close! listener)
       (when acceptor (thread-wait acceptor))
-      (for ([c (in-list (table-keys conns))])
+      (for ([c (in-list (table-values conns))])
         (when (zero? (table-count (conn-requests c))) (conn-close! c)))
       (define deadline (+ (now-ms) (* 1000 timeout)))
       (let wait ()
         (when (and (positive? (table-count conns)) (< (now-ms) deadline))
           (sleep 0.05)
           (wait)))
-      (for ([c (in-list (table-keys conns))])
+      (for ([c (in-list (table-values conns))])
         (log-fastcgi-warning "stop: cutting the connection from ~a after ~a s"
                              (log-escape (conn-peer c)) timeout)
         (conn-broken! c))
@@ -285,7 +285,7 @@
   (define limit-ms (* 1000.0 (limits-max-queue-delay (server-limits srv))))
   (define now (now-ms))
   (with-handlers ([exn:fail? (λ (e) #f)])   ; the tables change under the scan
-    (for*/or ([c (in-list (table-keys (server-connections srv)))]
+    (for*/or ([c (in-list (table-values (server-connections srv)))]
               [r (in-list (table-values (conn-requests c)))])
       (and (fastcgi-request-handler r) (> (- now (fastcgi-request-start-ms r)) limit-ms)))))
 
@@ -299,7 +299,7 @@
     (sleep (/ inline-takeover-ms 1000.0))
     (when (positive? (unbox (server-running srv)))
       (define now (now-ms))
-      (for ([c (in-list (table-keys conns))])
+      (for ([c (in-list (table-values conns))])
         (define r (conn-inline c))
         (when (and r (> (- now (fastcgi-request-start-ms r)) inline-takeover-ms))
           (ensure-reader! c))))
@@ -315,7 +315,7 @@
   (let loop ()
     (sleep 0.25)
     (define now (now-ms))
-    (for ([c (in-list (table-keys conns))])
+    (for ([c (in-list (table-values conns))])
       (define rd (conn-deadline c))
       (define wd (conn-write-deadline c))
       (cond

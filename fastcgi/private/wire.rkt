@@ -24,7 +24,7 @@
          now-ms)
 
 ;; Per process. handler: fastcgi-request -> any. roles: the roles the handler takes.
-;; connections: table (table.rkt) of conn -> #t, scanned by the deadline manager.
+;; connections: table (table.rkt) of conn-key -> conn, scanned by the deadline manager.
 ;; observer: (or/c #f (fastcgi-request flonum -> any)), told of every answered request with
 ;; its duration in ms (access log, counters); it runs in the request's thread and must
 ;; not raise.
@@ -64,7 +64,11 @@
               ;; the params of the last request read here, at first the server's (their byte
               ;; strings are shared with the next request's where equal: parse-params in
               ;; protocol.rkt)
-              [last-params #:mutable]))
+              [last-params #:mutable]
+              ;; a number no other connection of this process has: the server's table of
+              ;; connections is keyed by it, since hashing the struct itself (eq-hash-code)
+              ;; puts every new connection into Racket's global weak table of hash codes
+              key))
 
 ;; make-conn : input-port output-port string server -> conn
 ;; A connection over ports. The output port is made unbuffered: closing a buffered fd port
@@ -91,7 +95,10 @@
 (define (new-conn in out fd peer srv)
   (define sema (make-semaphore 0))
   (conn in out fd peer srv (make-semaphore 1) (make-table) sema (semaphore-peek-evt sema) #f
-        #f #f #f #f void #f #f #f #f #f #f void (server-last-params srv)))
+        #f #f #f #f void #f #f #f #f #f #f void (server-last-params srv)
+        (counter-add! conn-keys 1)))
+
+(define conn-keys (box 0))
 
 ;; ensure-reader! : conn -> void
 ;; While the reader thread runs a handler inline, nothing reads the connection: this

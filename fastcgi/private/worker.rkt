@@ -121,7 +121,7 @@
   (define broken (make-weak-hasheq))          ; request -> its handler thread
   (let loop ([asked? #f])
     (sleep 1)
-    (for* ([c (in-list (table-keys (server-connections srv)))]
+    (for* ([c (in-list (table-values (server-connections srv)))]
            [r (in-list (table-values (conn-requests c)))])
       (when (and (fastcgi-request-broken-ms r) (fastcgi-request-handler r))
         (hash-set! broken r (fastcgi-request-handler r))))
@@ -248,7 +248,7 @@
   (let loop ()
     (sleep 0.5)
     (define now (current-inexact-milliseconds))
-    (for* ([c (in-list (table-keys (server-connections srv)))]
+    (for* ([c (in-list (table-values (server-connections srv)))]
            [r (in-list (table-values (conn-requests c)))])
       (define t (fastcgi-request-handler r))
       (define ran (/ (- now (fastcgi-request-start-ms r)) 1000.0))
