@@ -5,6 +5,7 @@
 ;; and the framing items of HOSTILE.md (each followed by a good request on a new connection).
 (require racket/list
          racket/port
+         racket/unix-socket
          rackunit
          "../fastcgi/main.rkt"
          "../fastcgi/private/protocol.rkt"
@@ -47,6 +48,15 @@
                   (and prev (eq? (car (list-ref ps 1)) (car (list-ref prev 1))))
                   (and prev (eq? (cdr (list-ref ps 1)) (cdr (list-ref prev 1)))))
             out)]
+    [("size")
+     ;; N bytes of answer in writes of W bytes (the stdout buffer grows on the way)
+     (define n (string->number (bytes->string/utf-8 (fastcgi-param r "N"))))
+     (define w (string->number (bytes->string/utf-8 (fastcgi-param r "W" #"1000"))))
+     (write-bytes ok-head out)
+     (let loop ([left n])
+       (when (> left 0)
+         (write-bytes (make-bytes (min w left) 120) out)
+         (loop (- left w))))]
     [("auth")
      (if (equal? (fastcgi-param r "AUTH") #"ok")
          (write-bytes #"Status: 200\r\nVariable-USER: bob\r\n\r\n" out)
@@ -273,6 +283,36 @@
                           (if (zero? i)
                               '(#"first" #"first" none #t 4 #f #f)
                               '(#"first" #"first" none #t 4 #t #t)))))))
+
+    (test-case "every byte sent is set: record padding and reserved bytes are zero"
+      ;; the stdout buffer is made without zeroing (make-unfilled-bytes): bytes the server
+      ;; did not write would carry old memory to the front
+      (for ([i 30]) (make-bytes 100000 255))          ; old memory that is not zero
+      (for* ([n (in-list '(1 2 5 7 9 15 100 511 600 1000 5000 70000))]
+             [w (in-list '(1 7 1000))])
+        (define-values (in out) (unix-socket-connect path))
+        (write-bytes (request-bytes 1 #:keep? #f
+                                    #:params (params "MODE" "size" "N" (number->string n)
+                                                     "W" (number->string w)))
+                     out)
+        (flush-output out)
+        (define all (port->bytes in))
+        (close-output-port out)
+        (let loop ([i 0] [stdout 0] [ends 0])
+          (cond
+            [(>= i (bytes-length all))
+             (check-equal? ends 1 (format "n=~a w=~a: one END_REQUEST" n w))
+             (check-equal? stdout (+ (bytes-length ok-head) n) (format "n=~a w=~a: all of stdout" n w))]
+            [else
+             (define len (+ (* 256 (bytes-ref all (+ i 4))) (bytes-ref all (+ i 5))))
+             (define pad (bytes-ref all (+ i 6)))
+             (define type (bytes-ref all (+ i 1)))
+             (check-equal? (bytes-ref all (+ i 7)) 0 "reserved header byte")
+             (check-equal? (subbytes all (+ i 8 len) (+ i 8 len pad)) (make-bytes pad 0)
+                           (format "n=~a w=~a: padding of a record of type ~a" n w type))
+             (when (= type 3)
+               (check-equal? (subbytes all (+ i 13) (+ i 16)) #"\0\0\0" "END_REQUEST reserved bytes"))
+             (loop (+ i 8 len pad) (if (= type 6) (+ stdout len) stdout) (if (= type 3) (add1 ends) ends))]))))
 
     (test-case "STDERR records carry what the handler writes to current-error-port"
       (with-peer path

@@ -23,7 +23,7 @@
          decoder-buffered
          parse-begin-request parse-end-request parse-unknown-type
          parse-pairs
-         parse-params check-params params-ref bytes-range=?
+         parse-params check-params params-ref bytes-range=? make-unfilled-bytes
          ;; encoding
          record-header record-header! padding-for
          record->bytes write-record write-stream
@@ -99,7 +99,7 @@
 (struct decoder ([buf #:mutable] [start #:mutable] [end #:mutable]))
 
 ;; make-decoder : -> decoder
-(define (make-decoder) (decoder (make-bytes initial-buffer-size) 0 0))
+(define (make-decoder) (decoder (make-unfilled-bytes initial-buffer-size) 0 0))
 
 ;; decoder-buffered : decoder -> natural ; bytes received and not yet decoded
 (define (decoder-buffered d) (- (decoder-end d) (decoder-start d)))
@@ -130,7 +130,7 @@
     [(<= (+ s want) (bytes-length buf)) (void)]
     [(<= want (bytes-length buf)) (compact! d)]
     [else
-     (define new (make-bytes (max want (min max-buffer-size (* 2 (bytes-length buf))))))
+     (define new (make-unfilled-bytes (max want (min max-buffer-size (* 2 (bytes-length buf))))))
      (bytes-copy! new 0 buf s (decoder-end d))
      (set-decoder-buf! d new)
      (set-decoder-start! d 0)
@@ -155,7 +155,7 @@
 (define (decoder-shrink! d)
   (when (and (= (decoder-start d) (decoder-end d))
              (> (bytes-length (decoder-buf d)) initial-buffer-size))
-    (set-decoder-buf! d (make-bytes initial-buffer-size))
+    (set-decoder-buf! d (make-unfilled-bytes initial-buffer-size))
     (set-decoder-start! d 0)
     (set-decoder-end! d 0)))
 
@@ -168,7 +168,7 @@
     (compact! d))
   (define end (+ (decoder-end d) (bytes-length bs)))
   (when (> end (bytes-length (decoder-buf d)))
-    (define new (make-bytes (max end (* 2 (bytes-length (decoder-buf d))))))
+    (define new (make-unfilled-bytes (max end (* 2 (bytes-length (decoder-buf d))))))
     (bytes-copy! new 0 (decoder-buf d) 0 (decoder-end d))
     (set-decoder-buf! d new))
   (bytes-copy! (decoder-buf d) (decoder-end d) bs)
@@ -303,6 +303,16 @@
          [(and (= nlen len) (bytes-range=? bs i2 name 0 len))
           (unsafe-bytes->immutable-bytes! (subbytes bs (+ i2 nlen) (+ i2 nlen vlen)))]
          [else (loop (+ i2 nlen vlen))])])))
+
+;; make-unfilled-bytes : natural -> bytes
+;; A new mutable byte string whose content is whatever the memory held: for buffers whose
+;; every byte is written before it is read or sent (the decoder's, a request's stdout).
+;; On Racket CS it is Chez Scheme's make-bytevector with no fill: make-bytes, which zeroes,
+;; took 316 ns for 2 KiB against 17 (a new connection's decoder buffer).
+(define make-unfilled-bytes
+  (if (eq? (system-type 'vm) 'chez-scheme)
+      (vm-primitive 'make-bytevector)
+      make-bytes))
 
 ;; bytes-range=? : bytes natural bytes natural natural -> boolean
 ;; Whether a[i, i+n) and b[j, j+n) hold the same bytes. UNCHECKED: the caller makes sure

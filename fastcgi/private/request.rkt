@@ -294,7 +294,8 @@
         [else
          (define size (min (+ header-room max-chunk tail-room)
                            (max initial-buffer (* 2 (+ fill want tail-room)))))
-         (define new (make-bytes size))
+         ;; unfilled: every byte sent is written first (header, content, zeroed padding)
+         (define new (make-unfilled-bytes size))
          (when buf (bytes-copy! new 0 buf 0 fill))
          (set-fastcgi-request-buf! r new)
          new])))
@@ -368,7 +369,7 @@
     (define buf
       (let ([b (fastcgi-request-buf r)])
         (if (and b (>= (bytes-length b) (+ fill tail-room))) b
-            (let ([new (make-bytes (+ fill tail-room))])
+            (let ([new (make-unfilled-bytes (+ fill tail-room))])
               (when b (bytes-copy! new 0 b 0 fill))
               new))))
     (define len (- fill header-room))
