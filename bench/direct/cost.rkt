@@ -5,16 +5,19 @@
 ;; (0: never; 1: every request on a new connection, so the figures are mostly what a
 ;; connection costs). CONNS (default 8) connections of bench/direct/load.c, pinned to CPU 0
 ;; with taskset; run this under `taskset -c 1` to keep the two apart. With SERVLET set in
-;; the environment, the server is examples/hello.rkt's servlet (serve/fastcgi) instead.
+;; the environment, the server is examples/hello.rkt's servlet (serve/fastcgi) instead;
+;; with PERF=FILE, perf records where the server's time goes (see below).
 ;; Printed per request: user and system CPU (/proc/self/stat), the process's CPU and GC
 ;; time and thread swaps (vector-set-performance-stats!), and bytes allocated
 ;; (current-memory-use 'cumulative). The load's own CPU is not in these figures.
 ;; Everything lives in a temporary directory: a unix socket, no network.
 (require racket/file
+         (only-in racket/os getpid)
          racket/port
          racket/runtime-path
          racket/string
-         racket/system)
+         racket/system
+         "perf-map.rkt")
 
 (define-runtime-path load-source "load.c")
 (define-runtime-path hello-servlet "../../examples/hello.rkt")
@@ -58,6 +61,31 @@
   (values (string->number (list-ref fields 11)) (string->number (list-ref fields 12))))
 
 (void (run-load 1))                     ; warm-up
+
+;; With PERF=FILE: perf records this process (cpu-clock samples) into FILE while the load
+;; runs, with a map that names Racket's code (perf-map.rkt); `perf report -i FILE
+;; --sort sym` then shows where the time goes. The sampling costs a little CPU itself.
+(define perf-file (getenv "PERF"))
+(define perf
+  (and perf-file
+       (let ([ns-values
+              (λ (ns) (for/list ([s (in-list (namespace-mapped-symbols ns))])
+                        (namespace-variable-value s #t (λ () #f) ns)))])
+         (define roots
+           (append
+            (ns-values (make-base-namespace))
+            (for*/list ([f (in-list (directory-list (build-path tree "fastcgi" "private") #:build? #t))]
+                        #:when (regexp-match? #rx"[.]rkt$" (path->string f))
+                        [m (in-value `(file ,(path->string f)))]
+                        #:when (module-declared? m #f)
+                        [v (in-list (ns-values (module->namespace m)))])
+              v)))
+         (collect-garbage)
+         (eprintf "perf map: ~a\n" (write-perf-map! (filter procedure? roots)))
+         (process* (find-executable-path "perf") "record" "-q" "-e" "cpu-clock" "-F" "5000"
+                   "-p" (number->string (getpid)) "-o" perf-file
+                   "--" "sleep" (number->string seconds)))))
+
 (define-values (u0 s0) (cpu-ticks))
 (define v0 (make-vector 12 0))
 (define v1 (make-vector 12 0))
@@ -67,6 +95,7 @@
 (vector-set-performance-stats! v1 #f)
 (define m1 (current-memory-use 'cumulative))
 (define-values (u1 s1) (cpu-ticks))
+(when perf ((list-ref perf 4) 'wait))
 (define n (string->number (car (regexp-match #px"^[0-9]+" out))))
 (define (per i) (/ (* 1000.0 (- (vector-ref v1 i) (vector-ref v0 i))) n))
 (define (us ticks) (real->decimal-string (/ (* 10000.0 ticks) n) 2))
