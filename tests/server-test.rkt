@@ -35,6 +35,7 @@
      (response/full 201 #"Created\r\nX-Evil: 1" (current-seconds) #"text/plain"
                     (list (header #"X-Ok" #"a\r\nSet-Cookie: evil=1")
                           (header #"Transfer-Encoding" #"chunked")
+                          (header #"X-Nul" #"a\0b")
                           (header #"X-Seen" (or (let ([h (headers-assq* #"X-Forwarded-For" (request-headers/raw req))])
                                                   (and h (header-value h)))
                                                 #"none")))
@@ -66,6 +67,7 @@
      (check-false (assoc "Set-Cookie" headers))
      (check-false (assoc "Transfer-Encoding" headers))
      (check-equal? (cdr (assoc "X-Ok" headers)) "a  Set-Cookie: evil=1")
+     (check-equal? (cdr (assoc "X-Nul" headers)) "a b")
      (check-equal? (cdr (assoc "X-Seen" headers)) "10.1.2.3")
      (check-equal? (cdr (assoc "Content-Type" headers)) "text/plain"))))
 

@@ -231,8 +231,11 @@
         line)))
 
 ;; clean : bytes -> bytes ; no CR, LF or NUL may reach a header line
+;; (a loop finds none in the usual header: a regexp match cost more than the rest)
 (define (clean bs)
-  (if (regexp-match? #rx#"[\r\n\0]" bs) (regexp-replace* #rx#"[\r\n\0]" bs #" ") bs))
+  (if (for/or ([b (in-bytes bs)]) (or (eqv? b 13) (eqv? b 10) (eqv? b 0)))
+      (regexp-replace* #rx#"[\r\n\0]" bs #" ")
+      bs))
 
 ;; bytes-ci=? : bytes bytes -> boolean ; ASCII case-insensitive equality of header names
 ;; (only letters fold: CR must never equal "-")
@@ -255,21 +258,24 @@
   (define out (fastcgi-request-stdout r))
   (define code (response-code resp))
   (set-fastcgi-request-status! r code)
-  (define head (open-output-bytes))
-  (write-bytes (status-line code (response-message resp)) head)
   (define hs (response-headers resp))
   (define mime (response-mime resp))
-  (when (and mime (not (for/or ([h (in-list hs)]) (bytes-ci=? (header-field h) #"Content-Type"))))
-    (write-bytes #"Content-Type: " head)
-    (write-bytes (clean mime) head)
-    (write-bytes #"\r\n" head))
-  (for ([h (in-list hs)] #:unless (hop-by-hop? (header-field h)))
-    (write-bytes (clean (header-field h)) head)
-    (write-bytes #": " head)
-    (write-bytes (clean (header-value h)) head)
-    (write-bytes #"\r\n" head))
-  (write-bytes #"\r\n" head)
-  (write-bytes (get-output-bytes head #t) out)
+  ;; the head's pieces, joined by one bytes-append (a bytes port for them cost 165 ns
+  ;; against 34 for a hello head)
+  (define lines
+    (let loop ([hs hs])
+      (cond
+        [(null? hs) '(#"\r\n")]
+        [(hop-by-hop? (header-field (car hs))) (loop (cdr hs))]
+        [else (list* (clean (header-field (car hs))) #": " (clean (header-value (car hs))) #"\r\n"
+                     (loop (cdr hs)))])))
+  (define head
+    (apply bytes-append
+           (status-line code (response-message resp))
+           (if (and mime (not (for/or ([h (in-list hs)]) (bytes-ci=? (header-field h) #"Content-Type"))))
+               (list* #"Content-Type: " (clean mime) #"\r\n" lines)
+               lines)))
+  (write-bytes head out)
   ((response-output/raw resp) out))
 
 ;; response/authorized : #:variables (listof (cons (or/c symbol string) string)) -> response
