@@ -875,12 +875,12 @@ The parts of a request:
  @item{@racket[fastcgi-request-keep-conn?]: whether the front set @wire{FCGI_KEEP_CONN};
        when it did not, the connection is closed once this request ends.}
  @item{@racket[fastcgi-request-params]: every param as a pair of name and value, in the
-       order received; a name sent twice appears twice. The byte strings are immutable:
-       a name or value equal to the previous request's on the same connection is the same
-       byte string. The server checks the params when they arrive and makes this list on
-       the first call (later calls return the same list); @racket[fastcgi-param] looks a
-       name up in place until then, so a handler that reads only a few params never pays
-       for the whole list.}
+       order received; a name sent twice appears twice. The byte strings are immutable.
+       The server checks the params when they arrive and makes this list on the first
+       call (later calls return the same list); a name or value equal to the one at the
+       same place in the last list made on the same connection is the same byte string.
+       Until then @racket[fastcgi-param] looks a name up in place, so a handler that reads
+       only a few params never pays for the whole list.}
  @item{@racket[fastcgi-request-stdin]: the body (@wire{FCGI_STDIN}), delivered as it
        arrives. After the request has been aborted, reading raises
        @racket[exn:fail:fastcgi:aborted]. When the body went over
