@@ -95,21 +95,44 @@
                  "T" (pad (date-hour d) 2) ":" (pad (date-minute d) 2) ":" (pad (date-second d) 2)
                  "." (pad (exact-floor (- ms (* secs 1000))) 3) "Z"))
 
-;; field : (or/c bytes #f) -> string ; escaped, a double quote too, "-" when absent
+;; field : (or/c bytes #f) -> bytes ; escaped, a double quote too, "-" when absent
+;; (as is when it has nothing to escape: printable ASCII with no backslash or quote)
 (define (field v)
   (cond
-    [(or (not v) (equal? v #"")) "-"]
-    [else (regexp-replace* #rx"\"" (log-escape v) "\\\\x22")]))
+    [(or (not v) (equal? v #"")) #"-"]
+    [(for/and ([b (in-bytes v)]) (and (<= 32 b 126) (not (eqv? b 92)) (not (eqv? b 34)))) v]
+    [else (string->bytes/latin-1 (regexp-replace* #rx"\"" (log-escape v) "\\\\x22"))]))
 
 ;; access-line : real (or/c bytes #f) (or/c bytes #f) (or/c bytes #f) any natural real natural
 ;;               -> bytes
 ;; TIME CLIENT "METHOD URI" STATUS BYTES DURATION-MS PID
 ;; e.g. 2026-11-20T10:04:05.123Z 192.0.2.7 "GET /a?b=1" 200 1432 0.84 12345
+;; One bytes-append of the pieces, with the time's seconds made once a second: formatting
+;; the line through strings and a date per request took 2.3 us and 3 KiB (a loop).
 (define (access-line ms client method uri status bytes duration pid)
-  (string->bytes/latin-1
-   (string-append (timestamp ms) " " (field client) " \"" (field method) " " (field uri) "\" "
-                  (if status (number->string status) "-") " " (number->string bytes) " "
-                  (real->decimal-string* duration) " " (number->string pid))))
+  (bytes-append (timestamp/bytes ms) #" " (field client) #" \"" (field method) #" " (field uri) #"\" "
+                (if status (number->bytes status) #"-") #" " (number->bytes bytes) #" "
+                (string->bytes/latin-1 (real->decimal-string* duration)) #" " (number->bytes pid)))
+
+;; number->bytes : exact-integer -> bytes
+(define (number->bytes n) (string->bytes/latin-1 (number->string n)))
+
+;; timestamp/bytes : real -> bytes ; as timestamp, the part up to the seconds made once a
+;; second (the box holds the last second and its text, replaced whole: threads share it)
+(define last-second (box (cons #f #"")))
+(define (timestamp/bytes ms)
+  (define secs (exact-floor (/ ms 1000)))
+  (define last (unbox last-second))
+  (define head
+    (if (eqv? (car last) secs)
+        (cdr last)
+        (let ([head (string->bytes/latin-1 (substring (timestamp (* secs 1000.0)) 0 20))])
+          (set-box! last-second (cons secs head))
+          head)))
+  (define milli (exact-floor (- ms (* secs 1000))))
+  (bytes-append head
+                (cond [(< milli 10) #"00"] [(< milli 100) #"0"] [else #""])
+                (number->bytes milli) #"Z"))
 
 ;; real->decimal-string* : real -> string ; milliseconds with two decimals
 (define (real->decimal-string* x)

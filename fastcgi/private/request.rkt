@@ -33,7 +33,8 @@
          request-abort!
          request-end-now!
          request-finish!
-         request-respond-status!)
+         request-respond-status!
+         head-status)
 
 (struct exn:fail:fastcgi:aborted exn:fail:fastcgi ())
 ;; raised by a body read when the body went over max-body or CONTENT_LENGTH: answered 413
@@ -331,11 +332,39 @@
 (define (sniff-status! r buf fill)
   (unless (or (fastcgi-request-sent? r) (fastcgi-request-status r)
               (not (server-observer (conn-server (fastcgi-request-conn r)))))
-    (define end (min fill (+ header-room 8192)))
-    (define head-end (regexp-match-positions #rx#"\r?\n\r?\n" buf header-room end))
-    (when head-end
-      (define m (regexp-match #rx#"(?i:^|\n)status:[ \t]*([1-5][0-9][0-9])" buf header-room (caar head-end)))
-      (set-fastcgi-request-status! r (if m (string->number (bytes->string/latin-1 (cadr m))) 200)))))
+    (define status (head-status buf header-room (min fill (+ header-room 8192))))
+    (when status (set-fastcgi-request-status! r status))))
+
+;; head-status : bytes natural natural -> (or/c natural #f)
+;; The status of the CGI head in bs[start, end): that of the first line that begins
+;; "Status:" (any case), then spaces or tabs, then three digits 100-599; 200 when the head
+;; has none; #f when the head does not end (an empty line) before end. A scan of the lines
+;; (two regexp matches took 0.5 us a request).
+(define (head-status bs start end)
+  (define (at i) (if (< i end) (bytes-ref bs i) -1))
+  (define (lower b) (if (<= 65 b 90) (+ b 32) b))
+  (define (digit i) (let ([b (at i)]) (and (<= 48 b 57) (- b 48))))
+  ;; status-at : natural -> (or/c natural #f) ; the status on the line at i, if it has one
+  (define (status-at i)
+    (and (for/and ([c (in-bytes #"status:")] [k (in-naturals)]) (eqv? (lower (at (+ i k))) c))
+         (let skip ([j (+ i 7)])
+           (define b (at j))
+           (if (or (eqv? b 32) (eqv? b 9))
+               (skip (add1 j))
+               (let ([d0 (digit j)] [d1 (digit (+ j 1))] [d2 (digit (+ j 2))])
+                 (and d0 d1 d2 (<= 1 d0 5) (+ (* 100 d0) (* 10 d1) d2)))))))
+  ;; the head ends at a line that is empty (LF or CR LF) after a line
+  (let line ([i start] [found #f] [first? #t])
+    (cond
+      [(and (not first?) (or (eqv? (at i) 10) (and (eqv? (at i) 13) (eqv? (at (+ i 1)) 10))))
+       (or found 200)]
+      [else
+       (define found* (or found (status-at i)))
+       (let next ([j i])
+         (cond
+           [(>= j end) #f]
+           [(eqv? (bytes-ref bs j) 10) (line (add1 j) found* #f)]
+           [else (next (add1 j))]))])))
 
 ;; bytes-fill-range! : bytes natural natural -> void ; zero bytes [from, to)
 (define (bytes-fill-range! buf from to)

@@ -1,0 +1,81 @@
+#lang racket/base
+;; fastcgi/private/log-file.rkt: the access log's line, against the plain way of making it
+;; (strings and a date per line, as it was made before it was made faster).
+(require racket/math
+         rackunit
+         "../fastcgi/private/log.rkt"
+         "../fastcgi/private/log-file.rkt"
+         (only-in "../fastcgi/private/request.rkt" head-status))
+
+;; plain-line : the same arguments as access-line -> bytes
+(define (plain-line ms client method uri status bytes duration pid)
+  (define (field v)
+    (cond [(or (not v) (equal? v #"")) "-"]
+          [else (regexp-replace* #rx"\"" (log-escape v) "\\\\x22")]))
+  (define (decimal x)
+    (define hundredths (exact-round (* 100 x)))
+    (string-append (number->string (quotient hundredths 100)) "."
+                   (if (< (remainder hundredths 100) 10) "0" "")
+                   (number->string (remainder hundredths 100))))
+  (string->bytes/latin-1
+   (string-append (timestamp ms) " " (field client) " \"" (field method) " " (field uri) "\" "
+                  (if status (number->string status) "-") " " (number->string bytes) " "
+                  (decimal duration) " " (number->string pid))))
+
+(test-case "access-line: the same bytes as the plain way, escapes and all"
+  (define fields
+    (list #f #"" #"127.0.0.1" #"GET" #"/" #"/a?b=1" #"/x\ny\e[31m\"q" #"a\\b" #"sp ace"
+          #"\"" #"caf\303\251" #"\177" #"tab\there"))
+  (for* ([client (in-list fields)] [uri (in-list fields)])
+    (check-equal? (access-line 1763728049123.4 client #"GET" uri 200 14 0.126 1234)
+                  (plain-line 1763728049123.4 client #"GET" uri 200 14 0.126 1234)
+                  (format "~s ~s" client uri)))
+  (check-equal? (access-line 1763728049000.0 #"::1" #"POST" #"/" #f 0 12.5 7)
+                (plain-line 1763728049000.0 #"::1" #"POST" #"/" #f 0 12.5 7)))
+
+(test-case "access-line: the time, however the milliseconds fall and the seconds change"
+  ;; the seconds' text is kept from one line to the next: lines in the same second, a
+  ;; second apart, back and forth, and milliseconds of one, two and three digits
+  (define base 1763728049000.0)
+  (for ([k (in-range 3000)])
+    (define ms (+ base (* 1000 (random 5)) (random 1000) (/ (random 10) 10.0)))
+    (check-equal? (access-line ms #"c" #"GET" #"/" 200 1 0.5 1) (plain-line ms #"c" #"GET" #"/" 200 1 0.5 1)
+                  (format "~a" ms)))
+  (for ([ms (in-list (list base (+ base 1) (+ base 9) (+ base 10) (+ base 99) (+ base 100)
+                           (+ base 999.9) (+ base 1000) 0.0 951782400000.0))])
+    (check-equal? (access-line ms #"c" #"GET" #"/" 200 1 0.5 1) (plain-line ms #"c" #"GET" #"/" 200 1 0.5 1)
+                  (format "~a" ms))))
+
+;; The status the access log records is read from the CGI head the handler wrote
+;; (head-status, fastcgi/private/request.rkt), against two regexps. (The regexp it
+;; replaced, #rx#"(?i:^|\n)status:...", was case-insensitive only inside its group: it
+;; never matched "Status:", and every answer was logged as 200.)
+(define (regexp-status bs start end)
+  (define head-end (regexp-match-positions #rx#"\r?\n\r?\n" bs start end))
+  (and head-end
+       (let ([m (regexp-match #rx#"(?i:(?:^|\n)status:[ \t]*([1-5][0-9][0-9]))" bs start (caar head-end))])
+         (if m (string->number (bytes->string/latin-1 (cadr m))) 200))))
+
+(test-case "head-status: as the regexps, on chosen and random heads"
+  (for ([head (in-list (list #"Status: 404 Not Found\r\nContent-Type: text/plain\r\n\r\nbody"
+                             #"Content-Type: text/plain\r\nstatus:\t302\r\n\r\n"
+                             #"Content-Type: text/plain\n\nStatus: 500\n\n"
+                             #"STATUS:201\n\n" #"Status: 600\n\n" #"Status: 20\n\n" #"Status: 2000\n\n"
+                             #"X-Status: 404\n\n" #"\n\nStatus: 404\n\n" #"\r\n\r\n" #"Status: 404"
+                             #"Status: 404\r\n" #"Status:\n404\n\n" #"Status: 301\n\rStatus: 302\n\n" #""))])
+    (define bs (bytes-append #"12345678" head))
+    (check-equal? (head-status bs 8 (bytes-length bs)) (regexp-status bs 8 (bytes-length bs))
+                  (format "~s" head)))
+  (define (status-of head) (head-status (bytes-append #"12345678" head) 8 (+ 8 (bytes-length head))))
+  (check-equal? (status-of #"Status: 404 Not Found\r\nContent-Type: text/plain\r\n\r\nbody") 404)
+  (check-equal? (status-of #"Content-Type: text/plain\r\nstatus:\t302\r\n\r\n") 302)
+  (check-equal? (status-of #"Content-Type: text/plain\r\n\r\nStatus: 500\r\n") 200 "in the body")
+  (check-equal? (status-of #"Status: 404") #f "the head has not ended")
+  (define pieces (list #"Status:" #"status: " #"STATUS:\t" #"Status:  " #"X-Status: " #"200" #"404"
+                       #"1" #"9" #"600" #"\r" #"\n" #"\r\n" #"X: y" #" " #"\t" #"a"))
+  (for ([k (in-range 20000)])
+    (define head (apply bytes-append (for/list ([i (in-range (random 12))])
+                                       (list-ref pieces (random (length pieces))))))
+    (define bs (bytes-append #"12345678" head))
+    (define end (if (zero? (random 4)) (+ 8 (random (add1 (bytes-length head)))) (bytes-length bs)))
+    (check-equal? (head-status bs 8 end) (regexp-status bs 8 end) (format "~s to ~a" head end))))
