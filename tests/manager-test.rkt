@@ -38,6 +38,7 @@
    "    [(equal? uri \"/hang\") (let loop () (sleep 1) (loop))]\n"
    "    [(equal? uri \"/stuck\") (parameterize-break #f (sleep 40))]\n"
    "    [(equal? uri \"/grow\") (set! hog (make-bytes (* 256 1024 1024) 1)) (answer \"grown\\n\")]\n"
+   "    [(equal? uri \"/missing\") (write-string \"Status: 404 Not Found\\r\\nContent-Type: text/plain\\r\\n\\r\\nno\\n\" out)]\n"
    "    [else (answer (format \"~a ~a\\n\" version (getpid)))]))\n"))
 
 (define nginx-params
@@ -326,10 +327,11 @@
       (λ (p)
         (check-equal? (http-response-status (get p "/a?b=1")) 200)
         (check-equal? (http-response-status (get p "/slow/1500")) 200)
+        (check-equal? (http-response-status (get p "/missing")) 404)
         ;; a request straight to the socket, with control characters in its URI
         (define-values (st hd bd)
           (fastcgi-request* (string-append "unix:" (pool-sock p)) "/x\ny\e[31m\"q"))
-        (wait-until 5 "three access lines" (λ () (= 3 (length (file->lines access)))))
+        (wait-until 5 "four access lines" (λ () (= 4 (length (file->lines access)))))
         (define lines (file->lines access))
         (define line-rx
           #px"^\\d{4}-\\d\\d-\\d\\dT\\d\\d:\\d\\d:\\d\\d\\.\\d{3}Z (\\S+) \"(\\S+) (\\S+)\" (\\d{3}|-) (\\d+) (\\d+\\.\\d\\d) (\\d+)$")
@@ -342,6 +344,8 @@
         (check-equal? (list-ref first-line 3) "/a?b=1")
         (check-equal? (list-ref first-line 4) "200")
         (check-true (> (string->number (list-ref (regexp-match line-rx (line-for "/slow/1500")) 6)) 1400) "duration in ms")
+        (check-equal? (list-ref (regexp-match line-rx (line-for "/missing")) 4) "404"
+                      "the status from the handler's own Status header")
         (check-regexp-match #rx"\"GET /x\\\\x0ay\\\\x1b\\[31m\\\\x22q\"" (line-for "/x\\x0a"))
         (for ([l (in-list lines)]) (check-false (regexp-match? #rx"[\0-\37\177]" l) "no control character"))
         (define slow-text (file->string slow))
@@ -355,7 +359,7 @@
         (check-equal? (http-response-status (get p "/after-rotate")) 200)
         (wait-until 5 "a new access.log" (λ () (file-exists? access)))
         (wait-until 5 "its line" (λ () (regexp-match? #rx"/after-rotate" (file->string access))))
-        (check-equal? (length (file->lines (string-append access ".1"))) 3 "old lines stayed in the old file")
+        (check-equal? (length (file->lines (string-append access ".1"))) 4 "old lines stayed in the old file")
         (check-true (process-alive? (proc-pid (pool-manager p))) "SIGUSR1 did not kill the manager"))))))
 
 
