@@ -4,19 +4,22 @@
 ;; measured in alternation so that a noisy machine hurts every variant alike.
 ;;
 ;;   racket bench/ab.rkt [--servlet] [--close] [--big] [--rounds N] [--seconds S] [--strace] \
-;;                       [--idle N] NAME=TREE ...
+;;                       [--perf DIR] [--idle N] NAME=TREE ...
 ;;
 ;; TREE is a directory holding a `fastcgi/` collection (e.g. a copy of the tree before a
 ;; change, and /work/main). --big: the raw handler answers 1 MiB (with a Content-Length)
 ;; instead of hello. Each round measures every variant in turn: wrk warms it for
 ;; 1 s, then measures S seconds (-t1 -c25), while the backend's user and system CPU is
 ;; read from /proc/PID/stat. With --strace, a last run per variant counts system calls
-;; per request with `strace -c -f`. With --idle N, each variant instead gets N connections
+;; per request with `strace -c -f`; with --perf DIR, one per variant records where the
+;; backend's time goes (perf, named by direct/perf-map.rkt) into DIR/NAME.data. With --idle N, each variant instead gets N connections
 ;; straight on its unix socket, each carrying one keep-conn request and then left open:
 ;; the backend's RSS growth per connection is printed. Everything runs under /tmp and on loopback or unix
 ;; sockets; every wrk run is bounded in time.
 (require racket/cmdline
          racket/file
+         racket/runtime-path
+         racket/system
          racket/format
          racket/list
          racket/string
@@ -37,11 +40,24 @@
 ;; A server program for one tree: the raw hello handler of examples/hello-raw.rkt (or its
 ;; 1 MiB answer, built once, with big?) or the servlet of examples/hello.rkt, written
 ;; inline so that it loads that tree's collection.
-(define (server-source tree servlet? address [big? #f])
+(define (server-source tree servlet? address [big? #f] [perf-map? #f])
   (define main (path->string (build-path tree "fastcgi" "main.rkt")))
   (string-append
    "#lang racket/base\n"
    (format "(require (file ~s) web-server/http)\n" main)
+   (if perf-map?
+       ;; with --perf: once serving, /tmp/perf-PID.map names this tree's code for perf
+       (string-append
+        (format "(require (file ~s))\n" (path->string perf-map-module))
+        "(void (thread (λ () (sleep 1)\n"
+        "  (define (values-of ns) (for/list ([s (namespace-mapped-symbols ns)]) (namespace-variable-value s #t (λ () #f) ns)))\n"
+        (format "  (define dir ~s)\n" (path->string (build-path tree "fastcgi" "private")))
+        "  (define roots (append (values-of (make-base-namespace))\n"
+        "    (for*/list ([f (directory-list dir #:build? #t)] #:when (regexp-match? #rx\"[.]rkt$\" (path->string f))\n"
+        "                [m (in-value `(file ,(path->string f)))] #:when (module-declared? m #f)\n"
+        "                [v (values-of (module->namespace m))]) v)))\n"
+        "  (write-perf-map! (filter procedure? roots)))))\n")
+       "")
    (if servlet?
        (string-append
         "(define (start req)\n"
@@ -59,6 +75,8 @@
    "(sync never-evt)\n"))
 
 ;; strace-calls : path natural -> (listof (cons string real)) ; calls per request, most first
+(define-runtime-path perf-map-module "direct/perf-map.rkt")
+
 (define (strace-calls file requests)
   (define rows
     (for*/list ([line (in-list (file->lines file))]
@@ -112,6 +130,7 @@
   (define rounds 2)
   (define seconds 5)
   (define strace? #f)
+  (define perf-dir #f)
   (define idle #f)
   (define specs
     (command-line
@@ -122,6 +141,7 @@
      ["--rounds" n "rounds of measurements (default 2)" (set! rounds (string->number n))]
      ["--seconds" s "seconds of each wrk measurement (default 5)" (set! seconds (string->number s))]
      ["--strace" "also count system calls per request" (set! strace? #t)]
+     ["--perf" dir "also record each backend with perf (cpu-clock) into DIR/NAME.data" (set! perf-dir dir)]
      ["--idle" n "RSS per idle keep-alive connection, over N connections" (set! idle (string->number n))]
      #:args specs
      specs))
@@ -144,7 +164,7 @@
      (define peers
        (for/list ([v (in-list variants)] [a (in-list addrs)] [i (in-naturals)])
          (define file (build-path dir (format "serve-~a.rkt" i)))
-         (call-with-output-file file (λ (o) (write-string (server-source (cdr v) servlet? a big?) o)))
+         (call-with-output-file file (λ (o) (write-string (server-source (cdr v) servlet? a big? (and perf-dir #t)) o)))
          (peer (car v) (path->string (find-executable-path "racket")) (list (path->string file)) (list a))))
      (dynamic-wind
       void
@@ -177,6 +197,19 @@
                      (~a (us (- u1 u0)) #:width 12) (us (- s1 s0))
                      (if (zero? (load-errors l)) "" (format "  (~a errors)" (load-errors l))))
              (flush-output))
+           (when perf-dir
+             (make-directory* perf-dir)
+             (for ([v (in-list variants)] [p (in-list ports)] [pr (in-list procs)])
+               (define out (path->string (path->complete-path (build-path perf-dir (format "~a.data" (car v))))))
+               (define url (format "http://127.0.0.1:~a/" p))
+               (run-wrk url 25 1)
+               (define rec
+                 (process* (find-executable-path "perf") "record" "-q" "-e" "cpu-clock" "-F" "5000"
+                           "-p" (number->string (proc-pid pr)) "-o" out "--" "sleep" (number->string seconds)))
+               (define l (run-wrk url 25 seconds))
+               ((list-ref rec 4) 'wait)
+               (printf "~a: perf record of ~a requests in ~a (perf report -i ~a --no-children --sort sym)\n"
+                       (car v) (load-requests l) out out)))
            (when strace?
              (for ([v (in-list variants)] [p (in-list ports)] [pr (in-list procs)] [i (in-naturals)])
                (define out (build-path dir (format "strace-~a.txt" i)))
