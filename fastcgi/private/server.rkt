@@ -59,7 +59,9 @@
   ;; listener in its epoll set (entry: the listener itself)
   (define poller
     (and (not (limits-max-queue-delay lim))
-         (make-poller (λ (e) (if (conn? e) (loop-step! e) (accept-some!))))))
+         (make-poller (λ (e) (if (conn? e) (loop-step! e) (accept-some!)))
+                      ;; the loop may wait in epoll_wait itself only while no handler runs
+                      (λ () (eqv? 0 (unbox (server-running srv)))))))
   ;; ended : conn -> (-> void) ; what the thread that sees c end does
   (define ((ended c))
     (table-remove! conns (conn-key c))
