@@ -132,7 +132,11 @@ with an error. From Racket, @racket[serve/fastcgi] serves a servlet and
 Connections on a socket are accepted and read by one thread, the event loop: it asks the
 kernel (@tt{epoll}) which connections have input, and whether new ones wait, and reads
 each in turn, so a kept connection costs no thread while it waits, and a request no
-thread switch. Each request runs its
+thread switch. When it has nothing to read it waits through Racket's scheduler, so that
+the application's other threads run meanwhile; but right after a wait in which no other
+thread ran, and while no handler runs, it waits in @tt{epoll} itself for up to 2 ms
+(fewer system calls per request). During such a wait no other thread of the process
+runs: one that becomes ready then (a timer, say) runs up to 2 ms late. Each request runs its
 handler in a Racket thread of its own, or in the thread that reads its connection. The
 second, the fast path, is taken when the request's input has all arrived and it is alone
 on a connection that never carried two requests at once (nginx, Apache and lighttpd never
