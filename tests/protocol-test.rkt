@@ -111,11 +111,30 @@
                (cons (cons (subbytes bs i2 (+ i2 nlen)) (subbytes bs (+ i2 nlen) (+ i2 nlen vlen))) acc)
                (add1 count))]))))
 
+;; Streams for the params tests: bad ones (truncated lengths, pairs past the end) and a
+;; good one with 1- and 4-byte lengths and a name sent twice; random pairs of a few
+;; names and values, sometimes cut short, and random junk with 4-byte lengths.
+(define bad-ones
+  (list #"\1" #"\5\1abc" #"\1\5ab" #"\1\1ab\2" #"\200\0\0" #"\1\200\0\0\1" #"\200\0\1\0\1abc"
+        #"\377\377\377\377\1ab" #"\1\377\377\377\377ab" #"\200\0\0\1\377\377\377\377a"))
+(define good (pairs->bytes `((,name127 . #"") (,name128 . ,value200) (#"A" . #"1") (#"A" . #"2"))))
+(define param-names '(#"A" #"B" #"HTTP_HOST" #"" #"X"))
+(define param-values '(#"" #"1" #"22" #"value"))
+(define (random-pairs)
+  (for/list ([i (in-range (random 6))])
+    (cons (list-ref param-names (random (length param-names)))
+          (list-ref param-values (random (length param-values))))))
+(define (maybe-cut b)
+  (if (and (> (bytes-length b) 0) (zero? (random 3))) (subbytes b 0 (random (bytes-length b))) b))
+(define (random-junk)
+  (apply bytes (for/list ([i (in-range (random 12))])
+                 (if (zero? (random 4)) (+ 128 (random 2)) (random 4)))))
+;; plain-count : bytes natural -> (or/c natural string) ; what check-params should say
+(define (plain-count bs max)
+  (define plain (parse-pairs/message bs max))
+  (if (string? plain) plain (length plain)))
+
 (test-case "parse-params: as parse-pairs on good and bad streams, immutable strings"
-  (define bad-ones
-    (list #"\1" #"\5\1abc" #"\1\5ab" #"\1\1ab\2" #"\200\0\0" #"\1\200\0\0\1" #"\200\0\1\0\1abc"
-          #"\377\377\377\377\1ab" #"\1\377\377\377\377ab" #"\200\0\0\1\377\377\377\377a"))
-  (define good (pairs->bytes `((,name127 . #"") (,name128 . ,value200) (#"A" . #"1") (#"A" . #"2"))))
   (for ([bs (in-list (cons good bad-ones))])
     (check-equal? (parse-params bs 1000 '()) (parse-pairs/message bs 1000) (format "~s" bs)))
   (for ([p (in-list (parse-params good 1000 '()))])
@@ -152,21 +171,13 @@
                 '((#"HOST" . #"y") (#"PORT" . #"2")) "a shorter list is not the previous one's"))
 
 (test-case "parse-params: random streams, with and without a previous request"
-  (define names '(#"A" #"B" #"HTTP_HOST" #"" #"X"))
-  (define values '(#"" #"1" #"22" #"value"))
   (for ([k (in-range 2000)])
-    (define (random-pairs)
-      (for/list ([i (in-range (random 6))])
-        (cons (list-ref names (random (length names))) (list-ref values (random (length values))))))
     (define prev (parse-params (pairs->bytes (random-pairs)) 100 '()))
-    (define bs (let ([b (pairs->bytes (random-pairs))])
-                 ;; sometimes cut short, to make it bad
-                 (if (and (> (bytes-length b) 0) (zero? (random 3))) (subbytes b 0 (random (bytes-length b))) b)))
+    (define bs (maybe-cut (pairs->bytes (random-pairs))))   ; sometimes cut short: bad
     (define max (random 7))
     (check-equal? (parse-params bs max prev) (parse-pairs/message bs max) (format "~s max ~a" bs max))
     ;; and garbage, 4-byte lengths included
-    (define junk (apply bytes (for/list ([i (in-range (random 12))])
-                                (if (zero? (random 4)) (+ 128 (random 2)) (random 4)))))
+    (define junk (random-junk))
     (check-equal? (parse-params junk 100 prev) (parse-pairs/message junk 100) (format "~s" junk))))
 
 (test-case "bytes-range=?: as comparing the two slices, at every offset and length"
@@ -185,13 +196,8 @@
 (define (first-value pairs name)
   (cond [(assoc name pairs) => cdr] [else #f]))
 (test-case "check-params and params-ref: as the plain way, on chosen and random streams"
-  (define bad-ones
-    (list #"\1" #"\5\1abc" #"\1\5ab" #"\1\1ab\2" #"\200\0\0" #"\1\200\0\0\1" #"\200\0\1\0\1abc"
-          #"\377\377\377\377\1ab" #"\1\377\377\377\377ab" #"\200\0\0\1\377\377\377\377a"))
-  (define good (pairs->bytes `((,name127 . #"") (,name128 . ,value200) (#"A" . #"1") (#"A" . #"2"))))
   (for ([bs (in-list (cons good bad-ones))])
-    (define plain (parse-pairs/message bs 1000))
-    (check-equal? (check-params bs 1000) (if (string? plain) plain (length plain)) (format "~s" bs)))
+    (check-equal? (check-params bs 1000) (plain-count bs 1000) (format "~s" bs)))
   (check-equal? (params-ref good 0 (bytes-length good) #"A") #"1" "the first of two")
   (check-true (immutable? (params-ref good 0 (bytes-length good) #"A")))
   (check-equal? (params-ref good 0 (bytes-length good) name128) value200 "4-byte lengths")
@@ -207,24 +213,17 @@
   (check-equal? (check-params framed 10 8 (+ 8 (bytes-length three))) 3)
   (check-equal? (params-ref framed 8 (+ 8 (bytes-length three)) #"c") #"3")
   (check-false (params-ref framed 8 (+ 8 (bytes-length three)) #"xyz"))
-  (define names '(#"A" #"B" #"HTTP_HOST" #"" #"X"))
-  (define values '(#"" #"1" #"22" #"value"))
   (for ([k (in-range 2000)])
-    (define pairs (for/list ([i (in-range (random 6))])
-                    (cons (list-ref names (random (length names))) (list-ref values (random (length values))))))
+    (define pairs (random-pairs))
     (define whole (pairs->bytes pairs))
-    (define bs (if (and (> (bytes-length whole) 0) (zero? (random 3))) (subbytes whole 0 (random (bytes-length whole))) whole))
+    (define bs (maybe-cut whole))
     (define max (random 7))
-    (define plain (parse-pairs/message bs max))
-    (check-equal? (check-params bs max) (if (string? plain) plain (length plain)) (format "~s max ~a" bs max))
-    (for ([name (in-list names)])
+    (check-equal? (check-params bs max) (plain-count bs max) (format "~s max ~a" bs max))
+    (for ([name (in-list param-names)])
       (check-equal? (params-ref whole 0 (bytes-length whole) name) (first-value pairs name)
                     (format "~s in ~s" name whole)))
-    (define junk (apply bytes (for/list ([i (in-range (random 12))])
-                                (if (zero? (random 4)) (+ 128 (random 2)) (random 4)))))
-    (define plain-junk (parse-pairs/message junk 100))
-    (check-equal? (check-params junk 100) (if (string? plain-junk) plain-junk (length plain-junk))
-                  (format "~s" junk))))
+    (define junk (random-junk))
+    (check-equal? (check-params junk 100) (plain-count junk 100) (format "~s" junk))))
 
 ;; -- records ------------------------------------------------------------------------------
 (test-case "records: exact header bytes and padding"

@@ -197,6 +197,10 @@
 ;; handler that reads none or a few of them never pays for making twenty pairs.
 (struct raw-params (bs start end))
 
+;; raw-params-ref : raw-params bytes -> (or/c bytes #f) ; the first value of name, in place
+(define (raw-params-ref v name)
+  (params-ref (raw-params-bs v) (raw-params-start v) (raw-params-end v) name))
+
 ;; fastcgi-request-params : request -> (listof (cons bytes bytes))
 ;; Made on first use, sharing byte strings with the last params made on the same
 ;; connection (see parse-params); those are kept for the next request only when small.
@@ -228,7 +232,7 @@
   (define v (fastcgi-request-pv r))
   (cond
     [(raw-params? v)
-     (or (params-ref (raw-params-bs v) (raw-params-start v) (raw-params-end v) key) default)]
+     (or (raw-params-ref v key) default)]
     [else
      (define t (or (fastcgi-request-table r)
                    (let ([t (for/fold ([t (hash)]) ([p (in-list (reverse v))])
@@ -244,7 +248,7 @@
 (define (request-param/scan r name)
   (define v (fastcgi-request-pv r))
   (if (raw-params? v)
-      (params-ref (raw-params-bs v) (raw-params-start v) (raw-params-end v) name)
+      (raw-params-ref v name)
       (let loop ([ps v])
         (cond [(null? ps) #f]
               [(bytes=? (caar ps) name) (cdar ps)]
