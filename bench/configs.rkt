@@ -10,7 +10,8 @@
 
 ;; A way through nginx: a name (also the upstream's), the port nginx listens on, its kind
 ;; ('return: answers itself, 'static: serves files from target, 'fastcgi: fastcgi_pass to
-;; the servers in target, 'proxy: proxy_pass over HTTP/1.1 to the servers in target), and
+;; the servers in target, 'fastcgi-small: the same with nginx's default FastCGI buffers,
+;; 'proxy: proxy_pass over HTTP/1.1 to the servers in target), and
 ;; whether FastCGI connections are kept (upstream keepalive 16 and fastcgi_keep_conn on).
 (struct front (name port kind target keep?) #:transparent)
 
@@ -34,7 +35,7 @@
    (format "  uwsgi_temp_path ~a;\n" (in-dir "uwsgi_temp"))
    (format "  scgi_temp_path ~a;\n" (in-dir "scgi_temp"))
    (string-append*
-    (for/list ([f (in-list fronts)] #:when (memq (front-kind f) '(fastcgi proxy)))
+    (for/list ([f (in-list fronts)] #:when (memq (front-kind f) '(fastcgi fastcgi-small proxy)))
       (format "  upstream ~a {\n~a~a  }\n"
               (front-name f)
               (string-append* (for/list ([s (in-list (front-target f))])
@@ -57,7 +58,7 @@
       "      proxy_http_version 1.1;\n"
       "      proxy_set_header Connection \"\";\n"
       "    }\n")]
-    [(fastcgi)
+    [(fastcgi fastcgi-small)
      (define pass
        (string-append
         "      include /etc/nginx/fastcgi_params;\n"
@@ -68,6 +69,15 @@
         "      fastcgi_max_temp_file_size 0;\n"))
      (string-append
       (format "    location / {\n~a    }\n" pass)
+      ;; the large answers are read in 64 KiB pieces (a FastCGI record's size), 1 MiB of
+      ;; buffers in all, as a deployment that serves large answers sets them: with nginx's
+      ;; default (8 buffers of 4 KiB) a 1 MiB answer is read in 256 pieces, which bounds
+      ;; every FastCGI backend. The fastcgi-small fronts keep the default, for comparison;
+      ;; the hello-world rows go through `location /` with the default in both.
+      (if (eq? (front-kind f) 'fastcgi)
+          (format "    location ~~ ^/(1m|16m)$ {\n~a      fastcgi_buffer_size 64k;\n      fastcgi_buffers 16 64k;\n    }\n"
+                  pass)
+          "")
       ;; the upload streams to the backend as it arrives, with no size limit
       (format "    location = /upload {\n~a      client_max_body_size 0;\n      fastcgi_request_buffering off;\n    }\n"
               pass))]))

@@ -242,7 +242,12 @@
     (say "\n## Large responses\n\n"
          "`GET /1m` and `GET /16m`: that many bytes of `x` with a Content-Length, from the "
          "backend through nginx (`fastcgi_max_temp_file_size 0`: streamed through nginx's "
-         "memory buffers), or nginx serving the same bytes as a static file (`sendfile on`).\n\n"
+         "memory buffers, and with `fastcgi_buffer_size 64k` and `fastcgi_buffers 16 64k` in "
+         "the location of `/1m` and `/16m`, the same for every FastCGI backend of the run; "
+         "the hello-world rows keep nginx's default), or nginx serving the same bytes as a static file "
+         "(`sendfile on`). The rows marked \"nginx's default buffers\" go through a front "
+         "without the two buffer settings (8 buffers of 4 KiB): nginx then reads a 1 MiB "
+         "answer in 4 KiB pieces, which bounds any FastCGI backend.\n\n"
          (load-table (outcome-large o) #f "MiB/s"
                      (λ (r) (~r (/ (* (load-rps (row-load r))
                                       (if (regexp-match? #rx"16m$" (symbol->string (row-key r))) 16 1))

@@ -198,7 +198,9 @@
                      ("ours_tcp_keep" fastcgi (,(addrs-ours-tcp a)) #t)
                      ("ours_tcp_close" fastcgi (,(addrs-ours-tcp a)) #f)
                      ("ours_pair_keep" fastcgi (,(addrs-ours a) ,(addrs-ours2 a)) #t)
-                     ("web_server" proxy (,ws) #t)))]
+                     ("web_server" proxy (,ws) #t)
+                     ("c_unix_keep_small" fastcgi-small (,(addrs-c-unix a)) #t)
+                     ("ours_unix_keep_small" fastcgi-small (,(addrs-ours a)) #t)))]
                [port (in-list ports)])
       (front (car f) port (cadr f) (caddr f) (cadddr f))))
   (for/hash ([f (in-list fronts)]) (values (front-name f) f)))
@@ -272,8 +274,9 @@
 (define (large-rows dir fronts a)
   (define raw-peers (list (ours bench-raw (addrs-ours a))))
   (define c-peers (list (c-peer dir (addrs-c-unix a))))
-  (append*
-   (for*/list ([who (list (list "nginx static file" "static" '() 'static)
+  (append
+   (append*
+    (for*/list ([who (list (list "nginx static file" "static" '() 'static)
                           (list "C responder, unix, keep-conn" "c_unix_keep" c-peers 'c)
                           (list "ours raw, unix, keep-conn" "ours_unix_keep" raw-peers 'ours))]
                [size (list 1 16)])
@@ -281,7 +284,15 @@
      (measure-spec dir fronts
                    (spec key (format "~a, ~a MiB" (car who) size) (cadr who) (caddr who)
                          (format "/~am" size) (make-bytes (* size MiB) (char->integer #\x)) #f)
-                   '(25)))))
+                   '(25))))
+   ;; the same 1 MiB through nginx's default FastCGI buffers (configs.rkt)
+   (append* (for/list ([who (list (list "C responder, unix, keep-conn, nginx's default buffers" "c_unix_keep_small" c-peers 'c)
+                         (list "ours raw, unix, keep-conn, nginx's default buffers" "ours_unix_keep_small" raw-peers 'ours))])
+     (measure-spec dir fronts
+                   (spec (string->symbol (format "~a-1m-small" (cadddr who)))
+                         (format "~a, 1 MiB" (car who)) (cadr who) (caddr who)
+                         "/1m" (make-bytes MiB (char->integer #\x)) #f)
+                   '(25))))))
 
 ;; upload-once : port-number path -> real ; seconds for one upload, its answer checked
 (define (upload-once port file size)
@@ -403,17 +414,17 @@
    (λ (dir)
      (build! dir)
      (write-files! dir)
-     (define ports (free-ports 19))
+     (define ports (free-ports 21))
      (define a (addrs (format "unix:~a" (build-path dir "c.sock"))
-                      (format "127.0.0.1:~a" (list-ref ports 16))
+                      (format "127.0.0.1:~a" (list-ref ports 18))
                       (format "unix:~a" (build-path dir "php.sock"))
                       (format "unix:~a" (build-path dir "go.sock"))
                       (format "unix:~a" (build-path dir "naive.sock"))
                       (format "unix:~a" (build-path dir "ours.sock"))
                       (format "unix:~a" (build-path dir "ours2.sock"))
-                      (format "127.0.0.1:~a" (list-ref ports 17))
-                      (list-ref ports 18)))
-     (define fronts (make-fronts a dir (take ports 16)))
+                      (format "127.0.0.1:~a" (list-ref ports 19))
+                      (list-ref ports 20)))
+     (define fronts (make-fronts a dir (take ports 18)))
      (define php-conf (php-fpm-conf dir (strip-unix (addrs-php a))))
      (call-with-output-file (build-path dir "php-fpm.conf") (λ (o) (write-string php-conf o)))
      (define nginx-proc (start-nginx! dir fronts))

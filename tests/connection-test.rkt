@@ -49,14 +49,18 @@
                   (and prev (eq? (cdr (list-ref ps 1)) (cdr (list-ref prev 1)))))
             out)]
     [("size")
-     ;; N bytes of answer in writes of W bytes (the stdout buffer grows on the way)
+     ;; N bytes of answer (body byte k is k mod 251) in writes of W bytes, immutable ones
+     ;; with IMM (the stdout buffer grows on the way; writes of a record's worth or more
+     ;; leave without being copied into it)
      (define n (string->number (bytes->string/utf-8 (fastcgi-param r "N"))))
      (define w (string->number (bytes->string/utf-8 (fastcgi-param r "W" #"1000"))))
+     (define imm? (fastcgi-param r "IMM"))
      (write-bytes ok-head out)
-     (let loop ([left n])
-       (when (> left 0)
-         (write-bytes (make-bytes (min w left) 120) out)
-         (loop (- left w))))]
+     (let loop ([at 0])
+       (when (< at n)
+         (define piece (size-body at (min n (+ at w))))
+         (write-bytes (if imm? (bytes->immutable-bytes piece) piece) out)
+         (loop (+ at w))))]
     [("auth")
      (if (equal? (fastcgi-param r "AUTH") #"ok")
          (write-bytes #"Status: 200\r\nVariable-USER: bob\r\n\r\n" out)
@@ -103,6 +107,12 @@
     [("flood")
      (report! (try (λ () (for ([i 4096]) (write-bytes (make-bytes 65536 120) out)) 'wrote-all)))]
     [else (error 'handler "unknown mode ~a" mode)]))
+
+;; size-body : natural natural -> bytes ; bytes [from, to) of the "size" mode's body
+(define (size-body from to)
+  (define bs (make-bytes (- to from)))
+  (for ([k (in-range from to)]) (bytes-set! bs (- k from) (modulo k 251)))
+  bs)
 
 ;; -- helpers ------------------------------------------------------------------------------
 (define all-roles '(responder authorizer filter))
@@ -194,6 +204,22 @@
                           (+ (bytes-length (string->bytes/utf-8
                                             (format "id=~a role=responder keep=#t\nWHO=r~a\nbody=" id id)))
                              (* id 3))))
+          (check-equal? (peer-extras p) '()))))
+
+    (test-case "multiplexing: answers sent straight from the handlers' strings keep their records whole"
+      ;; four handlers at once write 300,001 bytes each in immutable pieces of 131,063:
+      ;; each record's header and content leave together under the connection's lock
+      (with-peer path
+        (λ (p)
+          (define ids '(1 2 3 4))
+          (peer-send! p (apply bytes-append
+                               (for/list ([id ids])
+                                 (request-bytes id #:params (params "MODE" "size" "N" "300001"
+                                                                    "W" "131063" "IMM" "1")))))
+          (define want (bytes-append ok-head (size-body 0 300001)))
+          (for ([id ids] [a (peer-answers p ids 20)])
+            (check-equal? (answer-app-status a) 0)
+            (check-true (equal? (answer-stdout a) want) (format "id ~a: its answer whole" id)))
           (check-equal? (peer-extras p) '()))))
 
     (test-case "multiplexing: a slow handler does not stall another id"
@@ -288,21 +314,34 @@
       ;; the stdout buffer is made without zeroing (make-unfilled-bytes): bytes the server
       ;; did not write would carry old memory to the front
       (for ([i 30]) (make-bytes 100000 255))          ; old memory that is not zero
-      (for* ([n (in-list '(1 2 5 7 9 15 100 511 600 1000 5000 70000))]
-             [w (in-list '(1 7 1000))])
+      ;; and every answer arrives whole and in order, also when its writes are of a
+      ;; record's worth or more (sent straight from the written string), mutable or not
+      (for* ([n+w (in-list (append (for*/list ([n (in-list '(1 2 5 7 9 15 100 511 600 1000 5000 70000))]
+                                               [w (in-list '(1 7 1000))])
+                                     (list n w))
+                                   '((65528 65528) (65529 65529) (200000 65528) (200000 70001)
+                                     (200000 200000) (300001 131063))))]
+             [imm? (in-list (if (>= (cadr n+w) 65528) '(#f #t) '(#f)))])
+        (define n (car n+w))
+        (define w (cadr n+w))
         (define-values (in out) (unix-socket-connect path))
         (write-bytes (request-bytes 1 #:keep? #f
-                                    #:params (params "MODE" "size" "N" (number->string n)
-                                                     "W" (number->string w)))
+                                    #:params (apply params "MODE" "size" "N" (number->string n)
+                                                    "W" (number->string w)
+                                                    (if imm? '("IMM" "1") '())))
                      out)
         (flush-output out)
         (define all (port->bytes in))
         (close-output-port out)
-        (let loop ([i 0] [stdout 0] [ends 0])
+        (let loop ([i 0] [stdout '()] [ends 0])
           (cond
             [(>= i (bytes-length all))
+             (define got (apply bytes-append (reverse stdout)))
              (check-equal? ends 1 (format "n=~a w=~a: one END_REQUEST" n w))
-             (check-equal? stdout (+ (bytes-length ok-head) n) (format "n=~a w=~a: all of stdout" n w))]
+             (check-equal? (bytes-length got) (+ (bytes-length ok-head) n)
+                           (format "n=~a w=~a imm=~a: all of stdout" n w imm?))
+             (check-true (equal? got (bytes-append ok-head (size-body 0 n)))
+                         (format "n=~a w=~a imm=~a: stdout in order" n w imm?))]
             [else
              (define len (+ (* 256 (bytes-ref all (+ i 4))) (bytes-ref all (+ i 5))))
              (define pad (bytes-ref all (+ i 6)))
@@ -312,7 +351,8 @@
                            (format "n=~a w=~a: padding of a record of type ~a" n w type))
              (when (= type 3)
                (check-equal? (subbytes all (+ i 13) (+ i 16)) #"\0\0\0" "END_REQUEST reserved bytes"))
-             (loop (+ i 8 len pad) (if (= type 6) (+ stdout len) stdout) (if (= type 3) (add1 ends) ends))]))))
+             (loop (+ i 8 len pad) (if (= type 6) (cons (subbytes all (+ i 8) (+ i 8 len)) stdout) stdout)
+                   (if (= type 3) (add1 ends) ends))]))))
 
     (test-case "STDERR records carry what the handler writes to current-error-port"
       (with-peer path

@@ -39,6 +39,14 @@
    "    [(equal? uri \"/stuck\") (parameterize-break #f (sleep 40))]\n"
    "    [(equal? uri \"/grow\") (set! hog (make-bytes (* 256 1024 1024) 1)) (answer \"grown\\n\")]\n"
    "    [(equal? uri \"/missing\") (write-string \"Status: 404 Not Found\\r\\nContent-Type: text/plain\\r\\n\\r\\nno\\n\" out)]\n"
+   ;; answers of a record's worth or more in one immutable write, which leaves without a
+   ;; copy: the access log still reads the status from the head (all in the big write, or
+   ;; begun by a small write before it)
+   "    [(equal? uri \"/big-gone\")\n"
+   "     (write-bytes (bytes->immutable-bytes (bytes-append #\"Status: 410 Gone\\r\\n\\r\\n\" (make-bytes 200000 120))) out)]\n"
+   "    [(equal? uri \"/split-gone\")\n"
+   "     (write-bytes #\"Status: 41\" out)\n"
+   "     (write-bytes (bytes->immutable-bytes (bytes-append #\"0 Gone\\r\\n\\r\\n\" (make-bytes 200000 120))) out)]\n"
    "    [else (answer (format \"~a ~a\\n\" version (getpid)))]))\n"))
 
 (define nginx-params
@@ -328,10 +336,12 @@
         (check-equal? (http-response-status (get p "/a?b=1")) 200)
         (check-equal? (http-response-status (get p "/slow/1500")) 200)
         (check-equal? (http-response-status (get p "/missing")) 404)
+        (check-equal? (http-response-status (get p "/big-gone")) 410)
+        (check-equal? (http-response-status (get p "/split-gone")) 410)
         ;; a request straight to the socket, with control characters in its URI
         (define-values (st hd bd)
           (fastcgi-request* (string-append "unix:" (pool-sock p)) "/x\ny\e[31m\"q"))
-        (wait-until 5 "four access lines" (λ () (= 4 (length (file->lines access)))))
+        (wait-until 5 "six access lines" (λ () (= 6 (length (file->lines access)))))
         (define lines (file->lines access))
         (define line-rx
           #px"^\\d{4}-\\d\\d-\\d\\dT\\d\\d:\\d\\d:\\d\\d\\.\\d{3}Z (\\S+) \"(\\S+) (\\S+)\" (\\d{3}|-) (\\d+) (\\d+\\.\\d\\d) (\\d+)$")
@@ -346,6 +356,14 @@
         (check-true (> (string->number (list-ref (regexp-match line-rx (line-for "/slow/1500")) 6)) 1400) "duration in ms")
         (check-equal? (list-ref (regexp-match line-rx (line-for "/missing")) 4) "404"
                       "the status from the handler's own Status header")
+        (check-equal? (list-ref (regexp-match line-rx (line-for "/big-gone")) 4) "410"
+                      "the status of an answer sent straight from the handler's string")
+        (check-equal? (list-ref (regexp-match line-rx (line-for "/split-gone")) 4) "410"
+                      "the status of a head begun in the buffer and ended in such a string")
+        (for ([uri '("/big-gone" "/split-gone")])
+          (check-equal? (list-ref (regexp-match line-rx (line-for uri)) 5)
+                        (number->string (+ (bytes-length #"Status: 410 Gone\r\n\r\n") 200000))
+                        (format "~a: its bytes, head included" uri)))
         (check-regexp-match #rx"\"GET /x\\\\x0ay\\\\x1b\\[31m\\\\x22q\"" (line-for "/x\\x0a"))
         (for ([l (in-list lines)]) (check-false (regexp-match? #rx"[\0-\37\177]" l) "no control character"))
         (define slow-text (file->string slow))
@@ -359,7 +377,7 @@
         (check-equal? (http-response-status (get p "/after-rotate")) 200)
         (wait-until 5 "a new access.log" (λ () (file-exists? access)))
         (wait-until 5 "its line" (λ () (regexp-match? #rx"/after-rotate" (file->string access))))
-        (check-equal? (length (file->lines (string-append access ".1"))) 4 "old lines stayed in the old file")
+        (check-equal? (length (file->lines (string-append access ".1"))) 6 "old lines stayed in the old file")
         (check-true (process-alive? (proc-pid (pool-manager p))) "SIGUSR1 did not kill the manager"))))))
 
 

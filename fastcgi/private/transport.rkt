@@ -18,7 +18,7 @@
          listener-accept listener-accept-fd listener-try-accept listener-close!
          fd->ports
          socket-shutdown-write! socket-close!
-         socket-read! socket-write!
+         socket-read! socket-write! socket-write2!
          parse-allowed-clients client-allowed?
          fd-listening-socket?)
 
@@ -396,6 +396,15 @@
   (if (>= n 0)
       n
       (socket-error "write" (saved-errno) (λ () (socket-write! fd bs start end)))))
+
+;; socket-write2! : fd bytes natural natural bytes natural natural -> natural
+;; What one sendmsg sent of a[as, ae) and then b[bs, be): 0 when it failed, for any
+;; reason (the caller goes on with socket-write!, which says why), or where there is no
+;; c-send2/fast.
+(define (socket-write2! fd a as ae b bs be)
+  (if c-send2/fast
+      (max 0 (c-send2/fast fd a as ae b bs be))
+      0))
 
 ;; socket-error : string errno (-> any) -> any
 ;; EAGAIN: 0 (would block); EINTR: try again; any other errno: the exception to raise.

@@ -18,6 +18,7 @@
          conn-try-read!
          conn-lock!
          conn-send!
+         conn-send2!
          conn-broken!
          conn-shutdown-write!
          counter-add!
@@ -206,16 +207,28 @@
 ;; or when `still?`, checked under the lock, says the write no longer belongs on the wire.
 ;; Breaks are off inside: a handler stopped by the request timeout never leaves the lock held.
 (define (conn-send! c bs [start 0] [end (bytes-length bs)] [still? #f])
-  (parameterize-break #f (send! c bs start end still?)))
+  (parameterize-break #f (send! c bs start end still? #f 0 0)))
 
-;; send! : conn bytes natural natural (or/c #f (-> boolean)) -> boolean
-(define (send! c bs start end still?)
+;; conn-send2! : conn bytes bytes natural natural (or/c #f (-> boolean)) -> boolean
+;; As conn-send!, of all of head and then bs[start,end), with nothing between them: a
+;; record's header and a content its writer owns, sent without copying the content.
+(define (conn-send2! c head bs start end still?)
+  (parameterize-break #f (send! c head 0 (bytes-length head) still? bs start end)))
+
+;; send! : conn bytes natural natural (or/c #f (-> boolean)) (or/c #f bytes) natural natural
+;;         -> boolean
+(define (send! c bs start end still? bs2 start2 end2)
   (define lock (conn-lock c))
   (conn-lock! c)
   (cond
     [(or (conn-broken? c) (and still? (not (still?)))) (semaphore-post lock) #f]
     [else
-     (define ok? (if (conn-fd c) (fd-send! c bs start end) (port-send! c bs start end)))
+     (define ok?
+       (cond
+         [(not (conn-fd c))
+          (and (port-send! c bs start end) (or (not bs2) (port-send! c bs2 start2 end2)))]
+         [(not bs2) (fd-send! c bs start end)]
+         [else (fd-send2! c bs start end bs2 start2 end2)]))
      (set-conn-write-deadline! c #f)
      (semaphore-post lock)
      (unless ok? (conn-broken! c))
@@ -240,6 +253,19 @@
          ((conn-on-block c))
          (sync evt (conn-broken-evt c)))
        (loop (+ i r))])))
+
+;; fd-send2! : conn bytes natural natural bytes natural natural -> boolean
+;; a[as, ae) and then b[bs, be) in one sendmsg when the socket takes them all; what is left
+;; after a short or failed one goes by fd-send!.
+(define (fd-send2! c a as ae b bs be)
+  (start-atomic)
+  (define r (if (conn-broken? c) 0 (socket-write2! (conn-fd c) a as ae b bs be)))
+  (end-atomic)
+  (define n-a (- ae as))
+  (cond
+    [(= r (+ n-a (- be bs))) #t]
+    [(< r n-a) (and (fd-send! c a (+ as r) ae) (fd-send! c b bs be))]
+    [else (fd-send! c b (+ bs (- r n-a)) be)]))
 
 ;; port-send! : conn bytes natural natural -> boolean ; #f when the port fails
 (define (port-send! c bs start end)

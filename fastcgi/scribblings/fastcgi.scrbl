@@ -897,7 +897,12 @@ The parts of a request:
        @wire{CONTENT_LENGTH}; @racket[#f] in the other roles.}
  @item{@racket[fastcgi-request-stdout]: the output (@wire{FCGI_STDOUT}). Writes are
        buffered and sent in records of up to 65528 bytes; @racket[flush-output] sends
-       what is buffered. Writing after the request has ended or been aborted raises
+       what is buffered. A write of 65528 bytes or more is not copied into the buffer:
+       what is buffered leaves first, then each record's header and a piece of the
+       written string leave together in one @tt{sendmsg}. Racket's port layer hands the
+       port a copy of a mutable byte string; an immutable one (such as a literal, or the
+       result of @racket[bytes->immutable-bytes] on an answer built once) is sent with no
+       copy at all. Writing after the request has ended or been aborted raises
        @racket[exn:fail:fastcgi:aborted].}
  @item{@racket[fastcgi-request-stderr]: @wire{FCGI_STDERR}; each write is sent at once.
        The handler's @racket[current-error-port] writes to the same stream: it is one
@@ -1313,7 +1318,7 @@ Servlets take the Responder role only.
 @racket[#:max-requests-per-connection]; each runs its own handler thread (the first
 request on a connection may have run in the reading thread, which then hands reading to a
 thread of the connection's own within about 20 ms: see @secref["apps"]). Records of
-different requests never interleave inside one write.
+different requests never interleave inside one record.
 
 @bold{Keeping connections.} When a request's @wire{BEGIN_REQUEST} does not set
 @wire{FCGI_KEEP_CONN}, the connection is closed gracefully (see
