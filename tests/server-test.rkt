@@ -253,4 +253,30 @@
      (define rs (burst addr "/cpu" 60))
      (check-equal? (map car rs) (make-list 60 200)))))
 
+(test-case "servlet adapter: client and host addresses of request after request on one connection"
+  ;; the adapter keeps the last address and port it decoded: a kept connection gives equal
+  ;; values as the same bytes, and a changed value must be decoded anew
+  (define (addresses req)
+    (response/output (λ (o) (write-string (format "~a ~a ~a ~a" (request-client-ip req) (request-host-ip req)
+                                                  (request-host-port req)
+                                                  (and (immutable? (request-client-ip req))
+                                                       (immutable? (request-host-ip req))))
+                                          o))))
+  (call-with-server
+   addresses
+   (λ (addr)
+     (define c (fastcgi-connect addr))
+     (for ([remote (in-list '("10.0.0.1" "10.0.0.1" "10.0.0.2" "::1" "10.0.0.1" "é"))]
+           [server (in-list '("127.0.0.1" "127.0.0.1" "127.0.0.1" "::1" "192.0.2.7" "127.0.0.1"))]
+           [port (in-list '("8080" "8080" "81" "81" "x" "8080"))])
+       (define r (fastcgi-call c #:params `(("REQUEST_METHOD" . "GET") ("REQUEST_URI" . "/")
+                                            ("REMOTE_ADDR" . ,remote) ("SERVER_ADDR" . ,server)
+                                            ("SERVER_PORT" . ,port))
+                               #:keep-conn? #t))
+       (define-values (status headers body) (parse-cgi-response (fcgi-reply-stdout r)))
+       ;; #t: a kept string cannot be changed by one servlet for the next request
+       (check-equal? body (string->bytes/utf-8 (format "~a ~a ~a #t" remote server (or (string->number port) 0)))))
+     (fcgi-client-close c))))
+
 (delete-directory/files dir #:must-exist? #f)
+

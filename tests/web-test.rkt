@@ -31,6 +31,27 @@
               "/a/b/c.html?id=42&page=3" "/a%20b" "/a+b?x=1+2" "/a;p/b" "/a#f" "/a?x=%41"
               "/a:b@c" "/é" "/a?q=é" "/A_Z-0.9~" "/.;x")))
 
+(test-case "uri->url keeps the urls of plain URIs: the same url again, immutable, still right"
+  (define plain '("/" "/a" "/a/b/c.html?id=42&page=3" "/x?y=1&z" "/A_Z-0.9~" "/?a=b&c="))
+  (for ([s (in-list plain)])
+    (define u1 (uri->url s))
+    (define u2 (uri->url (string-copy s)))
+    (check-eq? u2 u1 (format "~a: the kept url" s))
+    (check-equal? (parsed (λ (_) u2) s) (parsed string->url s) s)
+    (for ([p (in-list (url-path u2))] #:when (string? (path/param-path p)))
+      (check-true (immutable? (path/param-path p)) (format "~a: a segment cannot be changed" s)))
+    (for ([q (in-list (url-query u2))] #:when (cdr q))
+      (check-true (immutable? (cdr q)) (format "~a: a query value cannot be changed" s))))
+  ;; a thousand other URIs go through the table, which empties when full: each is still
+  ;; parsed right, the first time and the second
+  (for* ([round (in-range 2)] [i (in-range 1000)])
+    (check-same (format "/p~a/q?n=~a" i round)))
+  (check-same "/a/b/c.html?id=42&page=3")
+  ;; a long URI is parsed right and not kept
+  (define long (string-append "/" (make-string 300 #\a)))
+  (check-same long)
+  (check-false (eq? (uri->url long) (uri->url long)) "a URI over 256 characters is not kept"))
+
 (test-case "uri->url equals string->url on 100000 random URIs"
   (define alphabet (string->list "ab.-_~/?=&/.Z9%+;#:"))
   (define rng (make-pseudo-random-generator))
