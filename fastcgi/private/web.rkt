@@ -225,7 +225,8 @@
 ;; escapes, `+`, `;` or fragment). Those give the very same url as string->url (a test
 ;; compares them) in under half the time (0.8 against 1.8 us for "/"), and are kept: the
 ;; same URI again gets the same url (url structs are immutable, and so are the strings in
-;; a kept one), in 60 ns against 440 for "/". At most max-kept-urls of at most
+;; a kept one): 23 ns against 440 for "/", 94 ns for "/a/b/c.html?id=42&page=3" (a hash
+;; of the string, then the look-up). At most max-kept-urls of at most
 ;; max-kept-uri-length characters are kept; when the table is full it is emptied.
 (define (uri->url s)
   (or (hash-ref kept-urls s #f)
