@@ -278,5 +278,52 @@
        (check-equal? body (string->bytes/utf-8 (format "~a ~a ~a #t" remote server (or (string->number port) 0)))))
      (fcgi-client-close c))))
 
+(test-case "servlet adapter: request after request on one connection, every quick path follows each request"
+  ;; the adapter reads params in place against the last shape, remembers the last URI's
+  ;; url, the headers of unchanged values and the last response head, and spares web-server
+  ;; a GET without a query: every answer must still be this request's own
+  (define (echo req)
+    (define mime (if (regexp-match? #rx"html" (url->string (request-uri req))) #"text/html" #"text/plain"))
+    (define text
+      (format "~a ~a ~s ~a"
+              (request-method req) (url->string (request-uri req))
+              (for/list ([b (in-list (request-bindings/raw req))] #:when (binding:form? b))
+                (cons (binding-id b) (binding:form-value b)))
+              (let ([h (headers-assq* #"X-Test" (request-headers/raw req))]) (and h (header-value h)))))
+    (if (regexp-match? #rx"full" (url->string (request-uri req)))
+        (response/full 202 #"Accepted" (current-seconds) mime (list (header #"X-Full" #"1"))
+                       (list (string->bytes/utf-8 text)))
+        (response/output (λ (o) (write-string text o)) #:mime-type mime)))
+  (call-with-server
+   echo
+   (λ (addr)
+     (define c (fastcgi-connect addr))
+     (define cases
+       ;; method uri x-test body content-type -> expected status, content-type, body
+       `(("GET" "/" "a" #"" #f 200 "text/plain" "GET / () a")
+         ("GET" "/" "a" #"" #f 200 "text/plain" "GET / () a")
+         ("GET" "/" "b" #"" #f 200 "text/plain" "GET / () b")
+         ("GET" "/x.html" "b" #"" #f 200 "text/html" "GET /x.html () b")
+         ("GET" "/?q=1" "b" #"" #f 200 "text/plain" "GET /?q=1 ((#\"q\" . #\"1\")) b")
+         ("GET" "/full" "c" #"" #f 202 "text/plain" "GET /full () c")
+         ("GET" "/" "c" #"" #f 200 "text/plain" "GET / () c")
+         ("POST" "/" "d" #"k=v" "application/x-www-form-urlencoded" 200 "text/plain" "POST / ((#\"k\" . #\"v\")) d")
+         ("POST" "/" "d" #"not multipart" "multipart/form-data; boundary=x" 400 "text/plain; charset=utf-8" "400 Bad Request\n")
+         ("get" "/" "e" #"" #f 200 "text/plain" "get / () e")
+         ("GET" "/" "e" #"" #f 200 "text/plain" "GET / () e")))
+     (for ([k (in-list cases)])
+       (define-values (method uri x body ctype status want-type want-body) (apply values k))
+       (define r (fastcgi-call c #:params `(("REQUEST_METHOD" . ,method) ("REQUEST_URI" . ,uri)
+                                            ("CONTENT_TYPE" . ,(or ctype ""))
+                                            ("CONTENT_LENGTH" . ,(number->string (bytes-length body)))
+                                            ("REMOTE_ADDR" . "127.0.0.1") ("HTTP_X_TEST" . ,x))
+                               #:stdin body #:keep-conn? #t))
+       (define-values (st headers got) (parse-cgi-response (fcgi-reply-stdout r)))
+       (check-equal? (list st (cdr (assoc "Content-Type" headers)) got)
+                     (list status want-type (string->bytes/utf-8 want-body))
+                     (format "~s" k))
+       (check-equal? (and (assoc "X-Full" headers) #t) (regexp-match? #rx"full" uri) (format "~s" k)))
+     (fcgi-client-close c))))
+
 (delete-directory/files dir #:must-exist? #f)
 

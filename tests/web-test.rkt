@@ -2,12 +2,16 @@
 ;; The servlet adapter's own quick paths (fastcgi/private/web.rkt) against the plain way:
 ;; - uri->url must give exactly what net/url's string->url gives, which it falls back to;
 ;; - read-params (headers and the params the adapter reads, through its cache of param
-;;   name shapes) must give what a table look-up per param gives.
+;;   name shapes) must give what a table look-up per param gives, and so must
+;;   read-raw-params, which reads them in place from the bytes they came in;
+;; - uri-bytes->url, which remembers the last URI, must give uri->url's url.
 (require net/url
          racket/list
          racket/string
          rackunit
          web-server/http/request-structs
+         (only-in "../fastcgi/private/protocol.rkt" pairs->bytes)
+         (only-in "../fastcgi/private/request.rkt" raw-params)
          "../fastcgi/private/web.rkt")
 
 ;; url->list : url -> list ; every field, path/params opened
@@ -132,3 +136,81 @@
     (unless (and (equal? (for/list ([h (in-list hs)]) (cons (header-field h) (header-value h))) ref-hs)
                  (equal? special ref-special))
       (check-read params))))
+
+;; read-raw : params -> (or/c #f (list headers special)) ; read-raw-params of their bytes
+(define (read-raw params)
+  (define bs (pairs->bytes params))
+  ;; framed, as in a longer buffer
+  (define framed (bytes-append #"\1\2\3" bs #"\4\5"))
+  (call-with-values (λ () (read-raw-params (raw-params framed 3 (+ 3 (bytes-length bs)))))
+                    (case-lambda [(hs sp) (list hs sp)] [(_) #f])))
+
+(define (header-pairs hs) (for/list ([h (in-list hs)]) (cons (header-field h) (header-value h))))
+
+(test-case "read-raw-params: in place, the same as read-params, and the same headers again"
+  (define nginx
+    '((#"QUERY_STRING" . #"") (#"REQUEST_METHOD" . #"GET") (#"CONTENT_TYPE" . #"")
+      (#"CONTENT_LENGTH" . #"") (#"SCRIPT_NAME" . #"/") (#"REQUEST_URI" . #"/")
+      (#"REMOTE_ADDR" . #"127.0.0.1") (#"REMOTE_PORT" . #"40000")
+      (#"SERVER_ADDR" . #"127.0.0.1") (#"SERVER_PORT" . #"8080") (#"HTTP_HOST" . #"x:8080")
+      (#"HTTP_ACCEPT_LANGUAGE" . #"en")))
+  (read-params nginx)                   ; the shape is kept
+  (define r1 (read-raw nginx))
+  (check-not-false r1 "params of the last shape are read in place")
+  (define-values (ref-hs ref-special) (reference-read nginx))
+  (check-equal? (header-pairs (car r1)) ref-hs)
+  (check-equal? (cadr r1) ref-special)
+  ;; another client port only: the very same headers (not a header value), equal specials
+  (define r2 (read-raw (list-set nginx 7 '(#"REMOTE_PORT" . #"40001"))))
+  (check-eq? (car r2) (car r1))
+  (check-equal? (cadr r2) ref-special)
+  (check-true (immutable? (vector-ref (cadr r2) 1)) "values are immutable byte strings")
+  ;; a header value changes: new headers, right values
+  (define other (list-set nginx 11 '(#"HTTP_ACCEPT_LANGUAGE" . #"fr")))
+  (define r3 (read-raw other))
+  (check-false (eq? (car r3) (car r1)))
+  (check-equal? (header-pairs (car r3)) (let-values ([(h s) (reference-read other)]) h))
+  ;; and back
+  (check-equal? (header-pairs (car (read-raw nginx))) ref-hs)
+  ;; other names, or one more or one fewer param: not this shape
+  (check-false (read-raw (list-set nginx 11 '(#"HTTP_COOKIE" . #"a=b"))))
+  (check-false (read-raw (append nginx '((#"HTTP_X" . #"1")))))
+  (check-false (read-raw (drop-right nginx 1)))
+  (check-false (read-raw '())))
+
+(test-case "read-raw-params equals the plain way on 20000 random param lists"
+  ;; each list is read once through read-params (which keeps its shape), then in place
+  ;; twice: once fresh, once against the memo the first made, with some values changed
+  (define names
+    (append (vector->list special-names)
+            '(#"CONTENT_TYPE" #"CONTENT_LENGTH" #"HTTP_HOST" #"HTTP_USER_AGENT" #"HTTP_ACCEPT"
+              #"DOCUMENT_ROOT" #"HTTP_")))
+  (define values* '(#"" #"x" #"/a?b" #"text/plain" #"12" #"xyz"))
+  (define rng (make-pseudo-random-generator))
+  (define (pick l) (list-ref l (random (length l) rng)))
+  (define bad 0)
+  (for ([i (in-range 20000)])
+    (define params
+      (for/list ([k (in-range (add1 (random 10 rng)))])
+        (cons (bytes-copy (pick names)) (bytes-copy (pick values*)))))
+    (read-params params)
+    (define changed (for/list ([p (in-list params)])
+                      (if (zero? (random 3 rng)) (cons (car p) (bytes-copy (pick values*))) p)))
+    (for ([ps (in-list (list params changed params))])
+      (define got (read-raw ps))
+      (define-values (ref-hs ref-special) (reference-read ps))
+      (unless (and got (equal? (header-pairs (car got)) ref-hs) (equal? (cadr got) ref-special))
+        (set! bad (add1 bad))
+        (when (= bad 1)
+          (check-equal? (and got (header-pairs (car got))) ref-hs (format "headers of ~s" ps))
+          (check-equal? (and got (cadr got)) ref-special (format "specials of ~s" ps))))))
+  (check-equal? bad 0 "lists read wrong in place"))
+
+(test-case "uri-bytes->url gives uri->url's url, the last one again for the same bytes"
+  (for ([s (in-list '("/" "/a/b?x=1" "/a/b?x=1" "/%7e" "/a%20b" "/caf\u00e9" "/" "//x" "/a/b?x=1"))])
+    (define bs (string->bytes/utf-8 s))
+    (check-equal? (url->list (uri-bytes->url bs)) (url->list (uri->url s)) s)
+    (check-equal? (url->list (uri-bytes->url (bytes-copy bs))) (url->list (string->url s)) s))
+  (check-eq? (uri-bytes->url #"/kept") (uri-bytes->url (bytes-copy #"/kept")))
+  ;; bytes that are not UTF-8 decode with U+FFFD, as before
+  (check-equal? (url->list (uri-bytes->url #"/a\377b")) (url->list (uri->url "/a\uFFFDb"))))

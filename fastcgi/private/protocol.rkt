@@ -23,7 +23,7 @@
          decoder-buffered
          parse-begin-request parse-end-request parse-unknown-type
          parse-pairs
-         parse-params check-params params-ref bytes-range=? make-unfilled-bytes
+         parse-params check-params params-ref pair-head bytes-range=? make-unfilled-bytes
          ;; encoding
          record-header record-header! padding-for
          record->bytes write-record write-stream

@@ -16,6 +16,7 @@
                      set-fastcgi-request-stdin-port! set-fastcgi-request-stdin-out!
                      fastcgi-request-stderr-port set-fastcgi-request-stderr-port!)
          fastcgi-request-params
+         fastcgi-request-raw-params
          (struct-out raw-params)
          fastcgi-request-stdin
          fastcgi-request-stderr
@@ -218,6 +219,13 @@
      (set-fastcgi-request-pv! r pairs)
      pairs]
     [else v]))
+
+;; fastcgi-request-raw-params : request -> (or/c raw-params #f)
+;; The params as they came, while no list of them was made (an adapter that reads them in
+;; place, as web.rkt does); #f once it was.
+(define (fastcgi-request-raw-params r)
+  (define v (fastcgi-request-pv r))
+  (and (raw-params? v) v))
 
 ;; The params of a connection's last request are kept, to share their byte strings with
 ;; the next request's, when they came in at most this many bytes.
