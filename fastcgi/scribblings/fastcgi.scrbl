@@ -200,8 +200,15 @@ The @racket[request] given to the servlet is built from the params as follows.
        the @racket[#:max-body] limit (so one uploaded file may be as large as the whole
        body may be); its other limits (on the number and size of form fields, the number
        of files and parts) keep their defaults. A body the parser rejects is answered 400
-       and logged as a warning.}
+       and logged as a warning. A @tt{GET} without a query gets what that parser gives
+       it, no bindings and no post data, without calling it.}
 ]
+
+A request may share parts with an earlier request whose params had the same values (a
+front sends mostly the same params request after request): its header list and header
+values, its addresses, and the url of a plain URI (a path of letters, digits and
+@litchar{-._~}, with an optional query of the same). Those parts are immutable, so no
+servlet can change them for the next request.
 
 @subsubsection{From a response to CGI output}
 
