@@ -320,8 +320,14 @@
                                                [w (in-list '(1 7 1000))])
                                      (list n w))
                                    '((65528 65528) (65529 65529) (200000 65528) (200000 70001)
-                                     (200000 200000) (300001 131063))))]
-             [imm? (in-list (if (>= (cadr n+w) 65528) '(#f #t) '(#f)))])
+                                     (200000 200000) (300001 131063)
+                                     ;; up to 16 records leave in one sendmsg: 16 and 30 of
+                                     ;; them, and groups of 4 with a tail each time
+                                     (1100000 1100000) (2000003 2000003) (2000003 300000))))]
+             [imm? (in-list (if (>= (cadr n+w) 65528) '(#f #t) '(#f)))]
+             ;; read slowly, in pieces of assorted sizes: the socket fills, and sendmsg
+             ;; sends part of a group, ending inside a header or a piece
+             [slow? (in-list (if (>= (car n+w) 1000000) '(#f #t) '(#f)))])
         (define n (car n+w))
         (define w (cadr n+w))
         (define-values (in out) (unix-socket-connect path))
@@ -331,7 +337,16 @@
                                                     (if imm? '("IMM" "1") '())))
                      out)
         (flush-output out)
-        (define all (port->bytes in))
+        (define all
+          (if slow?
+              (let ([rng (make-pseudo-random-generator)])
+                (let loop ([acc '()] [k 0])
+                  (define piece (read-bytes (add1 (random 9000 rng)) in))
+                  (cond
+                    [(eof-object? piece) (apply bytes-append (reverse acc))]
+                    [else (when (zero? (modulo k 4)) (sleep 0.001))
+                          (loop (cons piece acc) (add1 k))])))
+              (port->bytes in)))
         (close-output-port out)
         (let loop ([i 0] [stdout '()] [ends 0])
           (cond
@@ -339,9 +354,9 @@
              (define got (apply bytes-append (reverse stdout)))
              (check-equal? ends 1 (format "n=~a w=~a: one END_REQUEST" n w))
              (check-equal? (bytes-length got) (+ (bytes-length ok-head) n)
-                           (format "n=~a w=~a imm=~a: all of stdout" n w imm?))
+                           (format "n=~a w=~a imm=~a slow=~a: all of stdout" n w imm? slow?))
              (check-true (equal? got (bytes-append ok-head (size-body 0 n)))
-                         (format "n=~a w=~a imm=~a: stdout in order" n w imm?))]
+                         (format "n=~a w=~a imm=~a slow=~a: stdout in order" n w imm? slow?))]
             [else
              (define len (+ (* 256 (bytes-ref all (+ i 4))) (bytes-ref all (+ i 5))))
              (define pad (bytes-ref all (+ i 6)))

@@ -11,6 +11,7 @@
 (require ffi/unsafe/atomic
          "limits.rkt"
          "protocol.rkt"
+         (only-in "transport.rkt" sendrecs-max)
          "wire.rkt")
 (provide (except-out (struct-out fastcgi-request) fastcgi-request-pv fastcgi-request-stdin-port
                      set-fastcgi-request-stdin-port! set-fastcgi-request-stdin-out!
@@ -301,9 +302,9 @@
 ;; A write of at least a record's worth leaves without being copied into the record
 ;; buffer: each record is its header and then a piece of bs, sent straight from bs (which
 ;; cannot change: the port hands its procedure an immutable string, a copy unless the
-;; writer's own was immutable). Each piece is 65528 bytes, a multiple of 8, so needs no
-;; padding; what is left (under a record's worth) goes into the buffer, to leave with what
-;; follows.
+;; writer's own was immutable), up to sendrecs-max records in one sendmsg. Each piece is
+;; 65528 bytes, a multiple of 8, so needs no padding; what is left (under a record's
+;; worth) goes into the buffer, to leave with what follows.
 ;; Buffered content leaves first; if the access log still wants the answer's status, the
 ;; buffer first takes up to 8 KiB more, so that the head is read as a buffered one is.
 (define (send-direct! r bs start end)
@@ -324,17 +325,19 @@
     (define left (- end i))
     (cond
       [(>= left max-chunk)
+       ;; up to sendrecs-max records in one sendmsg (each header, then its piece)
        (define n max-chunk)
+       (define k (min sendrecs-max (quotient left n)))
+       (define heads (make-bytes (* 8 k)))
+       (for ([j (in-range k)]) (record-header! heads (* 8 j) 'stdout (fastcgi-request-id r) n 0))
        (check-live r 'write)
        (set-fastcgi-request-sent?! r #t)
-       (set-fastcgi-request-bytes-out! r (+ n (fastcgi-request-bytes-out r)))
-       (unless (conn-send2! (fastcgi-request-conn r)
-                            (record-header 'stdout (fastcgi-request-id r) n 0)
-                            bs i (+ i n)
-                            (λ () (not (eq? (fastcgi-request-state r) 'done))))
+       (set-fastcgi-request-bytes-out! r (+ (* k n) (fastcgi-request-bytes-out r)))
+       (unless (conn-send-records! (fastcgi-request-conn r) heads bs i n k
+                                   (λ () (not (eq? (fastcgi-request-state r) 'done))))
          (request-abort! r)
          (check-live r 'write))
-       (loop (+ i n))]
+       (loop (+ i (* k n)))]
       [else
        (let buffer ([i i])
          (unless (= i end)

@@ -18,7 +18,7 @@
          listener-accept listener-accept-fd listener-try-accept listener-close!
          fd->ports
          socket-shutdown-write! socket-close!
-         socket-read! socket-write! socket-write2!
+         socket-read! socket-write! socket-write2! socket-write-records! sendrecs-max
          parse-allowed-clients client-allowed?
          fd-listening-socket?)
 
@@ -404,6 +404,15 @@
 (define (socket-write2! fd a as ae b bs be)
   (if c-send2/fast
       (max 0 (c-send2/fast fd a as ae b bs be))
+      0))
+
+;; socket-write-records! : fd bytes natural bytes natural natural natural -> natural
+;; What one sendmsg sent of k records, each an 8-byte header of heads (from h on) and n
+;; bytes of bs (from start on): 0 when it failed, for any reason, or where there is no
+;; c-sendrecs/fast (the caller goes on record by record).
+(define (socket-write-records! fd heads h bs start n k)
+  (if c-sendrecs/fast
+      (max 0 (c-sendrecs/fast fd heads h bs start n k))
       0))
 
 ;; socket-error : string errno (-> any) -> any

@@ -19,6 +19,7 @@
          conn-lock!
          conn-send!
          conn-send2!
+         conn-send-records!
          conn-broken!
          conn-shutdown-write!
          counter-add!
@@ -214,6 +215,53 @@
 ;; record's header and a content its writer owns, sent without copying the content.
 (define (conn-send2! c head bs start end still?)
   (parameterize-break #f (send! c head 0 (bytes-length head) still? bs start end)))
+
+;; conn-send-records! : conn bytes bytes natural natural natural (or/c #f (-> boolean))
+;;                      -> boolean
+;; As conn-send!, of k records in a row, the j-th being heads[8j, 8j + 8) and then
+;; bs[start + nj, start + n(j + 1)): a large write's records, in one sendmsg when the
+;; socket takes them (what is left after a short one goes record by record, waiting as
+;; conn-send! does). Nothing else is sent between them.
+(define (conn-send-records! c heads bs start n k still?)
+  (parameterize-break #f
+    (define lock (conn-lock c))
+    (conn-lock! c)
+    (cond
+      [(or (conn-broken? c) (and still? (not (still?)))) (semaphore-post lock) #f]
+      [else
+       (define ok?
+         (cond
+           [(conn-fd c) (fd-send-records! c heads bs start n k)]
+           [else
+            (for/and ([j (in-range k)])
+              (and (port-send! c heads (* 8 j) (* 8 (add1 j)))
+                   (port-send! c bs (+ start (* n j)) (+ start (* n (add1 j))))))]))
+       (set-conn-write-deadline! c #f)
+       (semaphore-post lock)
+       (unless ok? (conn-broken! c))
+       ok?])))
+
+;; fd-send-records! : conn bytes bytes natural natural natural [natural] -> boolean
+;; Records j0 to k - 1 in one sendmsg; a record it left partly sent is finished by
+;; fd-send! (which waits while the socket is full), then the rest go the same way.
+(define (fd-send-records! c heads bs start n k [j0 0])
+  (start-atomic)
+  (define r (if (conn-broken? c)
+                0
+                (socket-write-records! (conn-fd c) heads (* 8 j0) bs (+ start (* n j0)) n (- k j0))))
+  (end-atomic)
+  (define size (+ 8 n))
+  (define j (+ j0 (quotient r size)))
+  (define off (remainder r size))
+  (cond
+    [(= j k) #t]
+    [else
+     (define h (* 8 j))
+     (define from (+ start (* n j)))
+     (and (if (< off 8)
+              (and (fd-send! c heads (+ h off) (+ h 8)) (fd-send! c bs from (+ from n)))
+              (fd-send! c bs (+ from (- off 8)) (+ from n)))
+          (or (= (add1 j) k) (fd-send-records! c heads bs start n k (add1 j))))]))
 
 ;; send! : conn bytes natural natural (or/c #f (-> boolean)) (or/c #f bytes) natural natural
 ;;         -> boolean

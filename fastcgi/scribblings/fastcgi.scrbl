@@ -905,8 +905,10 @@ The parts of a request:
  @item{@racket[fastcgi-request-stdout]: the output (@wire{FCGI_STDOUT}). Writes are
        buffered and sent in records of up to 65528 bytes; @racket[flush-output] sends
        what is buffered. A write of 65528 bytes or more is not copied into the buffer:
-       what is buffered leaves first, then each record's header and a piece of the
-       written string leave together in one @tt{sendmsg}. Racket's port layer hands the
+       what is buffered leaves first, then the records' headers and pieces of the
+       written string leave together, up to 16 records (about 1 MiB) in one
+       @tt{sendmsg}; another request's records never come between a header and its
+       piece. Racket's port layer hands the
        port a copy of a mutable byte string; an immutable one (such as a literal, or the
        result of @racket[bytes->immutable-bytes] on an answer built once) is sent with no
        copy at all. Writing after the request has ended or been aborted raises
