@@ -78,69 +78,57 @@
 (define c-close/fast (get-ffi-obj "close" #f (_fun _int -> _int)))
 ;; c-send2/fast : fd bytes natural natural bytes natural natural -> integer, or #f (not CS)
 ;; One sendmsg(MSG_NOSIGNAL) of a[as, ae) and then b[bs, be): a record's header and a
-;; content the server does not copy. The iovec holds addresses into the two strings, so
-;; it is Chez Scheme code (through vm-eval), with interrupts off from taking the addresses
-;; to the end of the call: no collection can move the strings in between. Returns what
-;; was sent, or -1 (errno not saved: the caller sends again with c-send, whose errno
-;; counts). The msghdr and iovec are one block per place, used only in atomic mode.
-(define c-send2/fast
-  (and (eq? (system-type 'vm) 'chez-scheme)
-       (vm-eval
-        `(let ([sendmsg (foreign-procedure ,(cast (ffi-obj-ref "sendmsg" #f) _pointer _intptr)
-                                           (int uptr int) ssize_t)]
-               [msg (foreign-alloc 88)]
-               [address ($primitive $object-address)]
-               ;; the first byte of a bytevector's data, from its tagged address
-               [data (fx+ (foreign-sizeof 'ptr) 1)])
-           (define iov (+ msg 56))
-           ;; struct msghdr: name, namelen, iov, iovlen, control, controllen, flags
-           (foreign-set! 'uptr msg 0 0)
-           (foreign-set! 'uptr msg 8 0)
-           (foreign-set! 'uptr msg 16 iov)
-           (foreign-set! 'uptr msg 24 2)
-           (foreign-set! 'uptr msg 32 0)
-           (foreign-set! 'uptr msg 40 0)
-           (foreign-set! 'uptr msg 48 0)
+;; content the server does not copy.
+;; c-sendrecs/fast : fd bytes natural bytes natural natural natural -> integer, or #f
+;; One sendmsg(MSG_NOSIGNAL) of k records (1 <= k <= sendrecs-max): the j-th is the 8-byte
+;; header heads[h + 8j, h + 8j + 8) and then the content bs[start + nj, start + n(j + 1)):
+;; a large write's records, a megabyte in one call instead of sixteen.
+;; Both return what was sent, or -1 (errno not saved: the caller sends again with c-send,
+;; whose errno counts). The iovec holds addresses into the strings, so they are Chez
+;; Scheme code (through vm-eval), with interrupts off from taking the addresses to the
+;; end of the call: no collection can move the strings in between. The msghdr and iovec
+;; are one block per place, used only in atomic mode.
+(define sendrecs-max 16)
+(define-values (c-send2/fast c-sendrecs/fast)
+  (if (eq? (system-type 'vm) 'chez-scheme)
+      (vm-eval
+       `(let ([sendmsg (foreign-procedure ,(cast (ffi-obj-ref "sendmsg" #f) _pointer _intptr)
+                                          (int uptr int) ssize_t)]
+              [msg (foreign-alloc ,(+ 56 (* 16 2 sendrecs-max)))]
+              [address ($primitive $object-address)]
+              ;; the first byte of a bytevector's data, from its tagged address
+              [data (fx+ (foreign-sizeof 'ptr) 1)])
+          (define iov (+ msg 56))
+          ;; piece! : natural bytevector natural natural -> void ; iovec entry i
+          (define (piece! i bv from len)
+            (let ([at (+ iov (fx* i 16))])
+              (foreign-set! 'uptr at 0 (address bv (fx+ data from)))
+              (foreign-set! 'uptr at 8 len)))
+          ;; struct msghdr: name, namelen, iov, iovlen (set per call), control,
+          ;; controllen, flags
+          (foreign-set! 'uptr msg 0 0)
+          (foreign-set! 'uptr msg 8 0)
+          (foreign-set! 'uptr msg 16 iov)
+          (foreign-set! 'uptr msg 32 0)
+          (foreign-set! 'uptr msg 40 0)
+          (foreign-set! 'uptr msg 48 0)
+          (values
            (lambda (fd a as ae b bs be)
              (with-interrupts-disabled
-              (foreign-set! 'uptr iov 0 (address a (fx+ data as)))
-              (foreign-set! 'uptr iov 8 (fx- ae as))
-              (foreign-set! 'uptr iov 16 (address b (fx+ data bs)))
-              (foreign-set! 'uptr iov 24 (fx- be bs))
-              (sendmsg fd msg ,MSG_NOSIGNAL)))))))
-;; c-sendrecs/fast : fd bytes natural bytes natural natural natural -> integer, or #f (not CS)
-;; One sendmsg(MSG_NOSIGNAL) of k records (1 <= k <= sendrecs-max): the j-th is the 8-byte
-;; header heads[h + 8j, h + 8j + 8) and then the content bs[start + nj, start + n(j + 1)).
-;; As c-send2/fast (addresses taken with interrupts off, -1 on failure), for a large
-;; write: a megabyte leaves in one call instead of sixteen.
-(define sendrecs-max 16)
-(define c-sendrecs/fast
-  (and (eq? (system-type 'vm) 'chez-scheme)
-       (vm-eval
-        `(let ([sendmsg (foreign-procedure ,(cast (ffi-obj-ref "sendmsg" #f) _pointer _intptr)
-                                           (int uptr int) ssize_t)]
-               [msg (foreign-alloc ,(+ 56 (* 16 2 sendrecs-max)))]
-               [address ($primitive $object-address)]
-               [data (fx+ (foreign-sizeof 'ptr) 1)])
-           (define iov (+ msg 56))
-           (foreign-set! 'uptr msg 0 0)
-           (foreign-set! 'uptr msg 8 0)
-           (foreign-set! 'uptr msg 16 iov)
-           (foreign-set! 'uptr msg 32 0)
-           (foreign-set! 'uptr msg 40 0)
-           (foreign-set! 'uptr msg 48 0)
+              (piece! 0 a as (fx- ae as))
+              (piece! 1 b bs (fx- be bs))
+              (foreign-set! 'uptr msg 24 2)
+              (sendmsg fd msg ,MSG_NOSIGNAL)))
            (lambda (fd heads h bs start n k)
              (with-interrupts-disabled
               (let loop ([j 0])
                 (when (fx< j k)
-                  (let ([at (+ iov (fx* j 32))])
-                    (foreign-set! 'uptr at 0 (address heads (fx+ data (fx+ h (fx* 8 j)))))
-                    (foreign-set! 'uptr at 8 8)
-                    (foreign-set! 'uptr at 16 (address bs (fx+ data (fx+ start (fx* n j)))))
-                    (foreign-set! 'uptr at 24 n))
+                  (piece! (fx* 2 j) heads (fx+ h (fx* 8 j)) 8)
+                  (piece! (fx+ (fx* 2 j) 1) bs (fx+ start (fx* n j)) n)
                   (loop (fx+ j 1))))
               (foreign-set! 'uptr msg 24 (fx* 2 k))
-              (sendmsg fd msg ,MSG_NOSIGNAL)))))))
+              (sendmsg fd msg ,MSG_NOSIGNAL))))))
+      (values #f #f)))
 (define-libc c-setsockopt "setsockopt" _int _int _int _bytes _int -> _int)
 (define-libc c-getsockopt "getsockopt" _int _int _int _bytes _bytes -> _int)
 (define-libc c-getsockname "getsockname" _int _bytes _bytes -> _int)

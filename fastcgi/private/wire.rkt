@@ -220,22 +220,28 @@
 ;;                      -> boolean
 ;; As conn-send!, of k records in a row, the j-th being heads[8j, 8j + 8) and then
 ;; bs[start + nj, start + n(j + 1)): a large write's records, in one sendmsg when the
-;; socket takes them (what is left after a short one goes record by record, waiting as
-;; conn-send! does). Nothing else is sent between them.
+;; socket takes them (after a short one, the record it stopped in is finished, waiting as
+;; conn-send! does, and the rest go on the same way). Nothing else is sent between them.
 (define (conn-send-records! c heads bs start n k still?)
   (parameterize-break #f
-    (define lock (conn-lock c))
+    (locked-send c still?
+      (cond
+        [(conn-fd c) (fd-send-records! c heads bs start n k)]
+        [else
+         (for/and ([j (in-range k)])
+           (and (port-send! c heads (* 8 j) (* 8 (add1 j)))
+                (port-send! c bs (+ start (* n j)) (+ start (* n (add1 j))))))]))))
+
+;; (locked-send c still? send-expr): under the connection's write lock, send-expr's
+;; boolean (did everything leave?), or #f without evaluating it when the connection is
+;; broken or (still?) says the request has ended. A failed send breaks the connection.
+(define-syntax-rule (locked-send c still? send-expr)
+  (let ([lock (conn-lock c)])
     (conn-lock! c)
     (cond
       [(or (conn-broken? c) (and still? (not (still?)))) (semaphore-post lock) #f]
       [else
-       (define ok?
-         (cond
-           [(conn-fd c) (fd-send-records! c heads bs start n k)]
-           [else
-            (for/and ([j (in-range k)])
-              (and (port-send! c heads (* 8 j) (* 8 (add1 j)))
-                   (port-send! c bs (+ start (* n j)) (+ start (* n (add1 j))))))]))
+       (define ok? send-expr)
        (set-conn-write-deadline! c #f)
        (semaphore-post lock)
        (unless ok? (conn-broken! c))
@@ -266,21 +272,12 @@
 ;; send! : conn bytes natural natural (or/c #f (-> boolean)) (or/c #f bytes) natural natural
 ;;         -> boolean
 (define (send! c bs start end still? bs2 start2 end2)
-  (define lock (conn-lock c))
-  (conn-lock! c)
-  (cond
-    [(or (conn-broken? c) (and still? (not (still?)))) (semaphore-post lock) #f]
-    [else
-     (define ok?
-       (cond
-         [(not (conn-fd c))
-          (and (port-send! c bs start end) (or (not bs2) (port-send! c bs2 start2 end2)))]
-         [(not bs2) (fd-send! c bs start end)]
-         [else (fd-send2! c bs start end bs2 start2 end2)]))
-     (set-conn-write-deadline! c #f)
-     (semaphore-post lock)
-     (unless ok? (conn-broken! c))
-     ok?]))
+  (locked-send c still?
+    (cond
+      [(not (conn-fd c))
+       (and (port-send! c bs start end) (or (not bs2) (port-send! c bs2 start2 end2)))]
+      [(not bs2) (fd-send! c bs start end)]
+      [else (fd-send2! c bs start end bs2 start2 end2)])))
 
 ;; fd-send! : conn bytes natural natural -> boolean ; #f when broken or on a socket error
 ;; The write deadline starts only when the socket's buffer is full: most answers leave in
