@@ -142,8 +142,8 @@
   (define bs (pairs->bytes params))
   ;; framed, as in a longer buffer
   (define framed (bytes-append #"\1\2\3" bs #"\4\5"))
-  (call-with-values (λ () (read-raw-params (raw-params framed 3 (+ 3 (bytes-length bs)))))
-                    (case-lambda [(hs sp) (list hs sp)] [(_) #f])))
+  (define-values (hs sp) (read-raw-params (raw-params framed 3 (+ 3 (bytes-length bs)))))
+  (and sp (list hs sp)))
 
 (define (header-pairs hs) (for/list ([h (in-list hs)]) (cons (header-field h) (header-value h))))
 

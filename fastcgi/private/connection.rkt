@@ -12,6 +12,7 @@
 ;; fail from then on), and the others go on. A handler that reads nothing of a pending body
 ;; for read-timeout seconds is ended the same way.
 (require ffi/unsafe/atomic
+         "catch.rkt"
          "limits.rkt"
          "log.rkt"
          "protocol.rkt"
@@ -70,13 +71,6 @@
 ;; pause cannot keep the loop from the others.
 (define reads-per-turn 8)
 
-;; (catch-all on-raise body ...): body's value, or (on-raise v) once body has raised v,
-;; whatever v is (as with-handlers with a handler for everything, which allocated twice as
-;; much: this runs twice per request).
-(struct caught (value))
-(define-syntax-rule (catch-all on-raise body ...)
-  (let ([v (call/ec (λ (k) (call-with-exception-handler (λ (e) (k (caught e))) (λ () body ...))))])
-    (if (caught? v) (on-raise (caught-value v)) v)))
 
 ;; serve-connection : conn [(-> any)] #:poller (or/c #f poller) -> void
 ;; Without a poller: reads the connection in the calling thread until it ends or an

@@ -10,7 +10,7 @@
          EINTR EAGAIN ENFILE EMFILE ENOBUFS ENOMEM EPROTO ECONNABORTED ECONNREFUSED
          SUN_PATH_MAX
          c-socket c-bind c-listen c-accept4 c-accept4/fast c-connect c-shutdown c-close c-close/fast
-         c-read c-send c-read/fast c-send/fast c-send2/fast c-sendrecs/fast sendrecs-max MSG_NOSIGNAL
+         c-read c-send c-read/fast c-send/fast c-sendrecs/fast sendrecs-max MSG_NOSIGNAL
          c-setsockopt c-getsockopt c-getsockname
          c-unlink c-chmod c-chown c-umask c-getpid
          set-nonblocking!
@@ -76,21 +76,18 @@
 ;; call, against 217 ns and none (a failing call in a loop), close 284 against 195.
 (define c-accept4/fast (get-ffi-obj "accept4" #f (_fun _int _bytes _bytes _int -> _int)))
 (define c-close/fast (get-ffi-obj "close" #f (_fun _int -> _int)))
-;; c-send2/fast : fd bytes natural natural bytes natural natural -> integer, or #f (not CS)
-;; One sendmsg(MSG_NOSIGNAL) of a[as, ae) and then b[bs, be): a record's header and a
-;; content the server does not copy.
-;; c-sendrecs/fast : fd bytes natural bytes natural natural natural -> integer, or #f
+;; c-sendrecs/fast : fd bytes natural bytes natural natural natural -> integer, or #f (not CS)
 ;; One sendmsg(MSG_NOSIGNAL) of k records (1 <= k <= sendrecs-max): the j-th is the 8-byte
 ;; header heads[h + 8j, h + 8j + 8) and then the content bs[start + nj, start + n(j + 1)):
-;; a large write's records, a megabyte in one call instead of sixteen.
-;; Both return what was sent, or -1 (errno not saved: the caller sends again with c-send,
-;; whose errno counts). The iovec holds addresses into the strings, so they are Chez
-;; Scheme code (through vm-eval), with interrupts off from taking the addresses to the
-;; end of the call: no collection can move the strings in between. The msghdr and iovec
-;; are one block per place, used only in atomic mode.
+;; a large write's records, sent without copying the content, a megabyte in one call.
+;; Returns what was sent, or -1 (errno not saved: the caller sends again with c-send,
+;; whose errno counts). The iovec holds addresses into the strings, so it is Chez Scheme
+;; code (through vm-eval), with interrupts off from taking the addresses to the end of
+;; the call: no collection can move the strings in between. The msghdr and iovec are one
+;; block per place, used only in atomic mode.
 (define sendrecs-max 16)
-(define-values (c-send2/fast c-sendrecs/fast)
-  (if (eq? (system-type 'vm) 'chez-scheme)
+(define c-sendrecs/fast
+  (and (eq? (system-type 'vm) 'chez-scheme)
       (vm-eval
        `(let ([sendmsg (foreign-procedure ,(cast (ffi-obj-ref "sendmsg" #f) _pointer _intptr)
                                           (int uptr int) ssize_t)]
@@ -112,23 +109,15 @@
           (foreign-set! 'uptr msg 32 0)
           (foreign-set! 'uptr msg 40 0)
           (foreign-set! 'uptr msg 48 0)
-          (values
-           (lambda (fd a as ae b bs be)
-             (with-interrupts-disabled
-              (piece! 0 a as (fx- ae as))
-              (piece! 1 b bs (fx- be bs))
-              (foreign-set! 'uptr msg 24 2)
-              (sendmsg fd msg ,MSG_NOSIGNAL)))
-           (lambda (fd heads h bs start n k)
-             (with-interrupts-disabled
-              (let loop ([j 0])
-                (when (fx< j k)
-                  (piece! (fx* 2 j) heads (fx+ h (fx* 8 j)) 8)
-                  (piece! (fx+ (fx* 2 j) 1) bs (fx+ start (fx* n j)) n)
-                  (loop (fx+ j 1))))
-              (foreign-set! 'uptr msg 24 (fx* 2 k))
-              (sendmsg fd msg ,MSG_NOSIGNAL))))))
-      (values #f #f)))
+          (lambda (fd heads h bs start n k)
+            (with-interrupts-disabled
+             (let loop ([j 0])
+               (when (fx< j k)
+                 (piece! (fx* 2 j) heads (fx+ h (fx* 8 j)) 8)
+                 (piece! (fx+ (fx* 2 j) 1) bs (fx+ start (fx* n j)) n)
+                 (loop (fx+ j 1))))
+             (foreign-set! 'uptr msg 24 (fx* 2 k))
+             (sendmsg fd msg ,MSG_NOSIGNAL)))))))
 (define-libc c-setsockopt "setsockopt" _int _int _int _bytes _int -> _int)
 (define-libc c-getsockopt "getsockopt" _int _int _int _bytes _bytes -> _int)
 (define-libc c-getsockname "getsockname" _int _bytes _bytes -> _int)

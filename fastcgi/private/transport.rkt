@@ -18,7 +18,7 @@
          listener-accept listener-accept-fd listener-try-accept listener-close!
          fd->ports
          socket-shutdown-write! socket-close!
-         socket-read! socket-write! socket-write2! socket-write-records! sendrecs-max
+         socket-read! socket-write! socket-write-records! sendrecs-max
          parse-allowed-clients client-allowed?
          fd-listening-socket?)
 
@@ -396,15 +396,6 @@
   (if (>= n 0)
       n
       (socket-error "write" (saved-errno) (λ () (socket-write! fd bs start end)))))
-
-;; socket-write2! : fd bytes natural natural bytes natural natural -> natural
-;; What one sendmsg sent of a[as, ae) and then b[bs, be): 0 when it failed, for any
-;; reason (the caller goes on with socket-write!, which says why), or where there is no
-;; c-send2/fast.
-(define (socket-write2! fd a as ae b bs be)
-  (if c-send2/fast
-      (max 0 (c-send2/fast fd a as ae b bs be))
-      0))
 
 ;; socket-write-records! : fd bytes natural bytes natural natural natural -> natural
 ;; What one sendmsg sent of k records, each an 8-byte header of heads (from h on) and n

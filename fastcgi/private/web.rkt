@@ -21,6 +21,7 @@
                   [response-output response-output/raw])
          (only-in (submod web-server/http/request internal-test) read-bindings&post-data/raw)
          (only-in racket/unsafe/ops unsafe-bytes->immutable-bytes!)
+         "catch.rkt"
          "limits.rkt"
          "log.rkt"
          (only-in "protocol.rkt" pair-head bytes-range=?)
@@ -148,17 +149,17 @@
 ;; handlers on other threads may read it meanwhile.
 (struct memo (values headers))
 
-;; read-raw-params : raw-params -> (or/c #f (values (listof header) vector))
+;; read-raw-params : raw-params -> (values (or/c (listof header) #f) (or/c vector #f))
 ;; What read-params gives for these params, read in place: no list of pairs is made, a
 ;; value equal to the last request's is that one's byte string, and when every header
-;; value is, so is the list of headers. #f (one value) when the params do not have the
-;; last shape's names in its order: read-params of the list then.
-;; In place, the servlet hello's params took 1.7 us less than making the list and
-;; reading it (counted in place).
+;; value is, so is the list of headers. Two #f when the params do not have the last
+;; shape's names in its order: read-params of the list then.
+;; Counted in place in the servlet hello: 1.4-1.5 us, where making the list took 1.65 and
+;; reading it 1.78 (bench/OPTIMISATIONS.md, round 10).
 (define (read-raw-params v)
   (define sh (unbox last-shape))
   (cond
-    [(not sh) #f]
+    [(not sh) (values #f #f)]
     [else
      (define bs (raw-params-bs v))
      (define end (raw-params-end v))
@@ -198,7 +199,7 @@
                   (walk next (add1 k) (or changed? (and hname (not same?))))]
                  [else (walk next (add1 k) changed?)])])])))
      (cond
-       [(eq? changed? 'no) #f]
+       [(eq? changed? 'no) (values #f #f)]
        [(and m (not changed?)) (values (memo-headers m) special)]
        [else
         (define headers
@@ -238,28 +239,13 @@
              (loop (cdr ps) (add1 i)))])))
   (values headers special))
 
-;; (catching pred on-caught body ...): body's values, or (on-caught e) when body raised e
-;; and (pred e); anything else raised goes on to the enclosing handlers. As with-handlers
-;; with one clause, at 65 ns and 390 bytes against 159 and 550 (three run per request).
-(struct caught (value))
-(define-syntax-rule (catching pred on-caught body ...)
-  (call-with-values
-   (λ () (call/ec (λ (k) (call-with-exception-handler
-                          (λ (e) (if (pred e) (k (caught e)) e))
-                          (λ () body ...)))))
-   (case-lambda
-     [(v) (if (caught? v) (on-caught (caught-value v)) v)]
-     [vs (apply values vs)])))
-
 ;; fastcgi-request->request : fastcgi-request safety-limits -> (or/c request 'bad-uri #f)
 ;; #f: the body could not be read as web-server reads it (logged; answered 400).
 (define (fastcgi-request->request r safety)
   (define-values (headers special)
-    (let ([v (fastcgi-request-raw-params r)])
-      (call-with-values (λ () (if v (read-raw-params v) #f))
-                        (case-lambda
-                          [(h s) (values h s)]
-                          [(_) (read-params (fastcgi-request-params r))]))))
+    (let*-values ([(v) (fastcgi-request-raw-params r)]
+                  [(h s) (if v (read-raw-params v) (values #f #f))])
+      (if s (values h s) (read-params (fastcgi-request-params r)))))
   (define (param i [default #""]) (or (vector-ref special i) default))
   (define method (let ([m (param 0)]) (if (zero? (bytes-length m)) #"GET" m)))
   (define uri-bytes
@@ -278,16 +264,19 @@
            ;; what web-server gives a GET without a query: no bindings (it ignores a
            ;; GET's body), and no post data
            (values no-bindings #f)
-           (catching exn:fail:network?
-                     (λ (e)
-                       (log-fastcgi-warning "request ~a from ~a: bad request body: ~a"
-                                            (fastcgi-request-id r)
-                                            (log-escape (fastcgi-request-peer r))
-                                            (log-escape (exn-message e)))
-                       (values #f #f))
-             (read-bindings&post-data/raw (if (request-body-empty? r) empty-body (fastcgi-request-stdin r))
-                                          method uri headers
-                                          #:safety-limits safety))))
+           (let ([both (catching exn:fail:network?
+                                 (λ (e)
+                                   (log-fastcgi-warning "request ~a from ~a: bad request body: ~a"
+                                                        (fastcgi-request-id r)
+                                                        (log-escape (fastcgi-request-peer r))
+                                                        (log-escape (exn-message e)))
+                                   #f)
+                         (call-with-values
+                          (λ () (read-bindings&post-data/raw
+                                 (if (request-body-empty? r) empty-body (fastcgi-request-stdin r))
+                                 method uri headers #:safety-limits safety))
+                          cons))])
+             (if both (values (car both) (cdr both)) (values #f #f)))))
      (and bindings
      (make-request/raw method uri headers bindings post-data
                    (param->string server-addr (param 5 #"127.0.0.1"))
@@ -332,8 +321,8 @@
 ;; uri-bytes->url : bytes -> url
 ;; uri->url of the bytes decoded as UTF-8 (an invalid sequence as U+FFFD). The last URI
 ;; whose url was kept is remembered with its bytes: a front sends the same URI again and
-;; again, and comparing the bytes (a few ns) spares decoding them and hashing the string
-;; (about 1 us a request in the servlet hello, counted in place).
+;; again, and comparing the bytes spares decoding them and hashing the string (counted
+;; in place in the servlet hello, the URI took 0.96 us before and 0.5-0.6 after).
 (define (uri-bytes->url bs)
   (define last (unbox last-uri))
   (cond
@@ -454,7 +443,8 @@
 ;; The last head made for a response with no headers but its Content-Type, with the code,
 ;; message and mime it was made of. Such a response (response/output, response/xexpr)
 ;; usually takes its message and mime from literals, the same immutable byte strings each
-;; time: then its head is the same too (0.7 us less a servlet hello, counted in place).
+;; time: then its head is the same too, and is not made again (what this saves was not
+;; measured apart from the write of the head).
 (define last-head (box (vector #f #f #f #f)))
 
 ;; response-head : natural bytes (or/c bytes #f) (listof header) -> bytes

@@ -18,7 +18,6 @@
          conn-try-read!
          conn-lock!
          conn-send!
-         conn-send2!
          conn-send-records!
          conn-broken!
          conn-shutdown-write!
@@ -208,13 +207,9 @@
 ;; or when `still?`, checked under the lock, says the write no longer belongs on the wire.
 ;; Breaks are off inside: a handler stopped by the request timeout never leaves the lock held.
 (define (conn-send! c bs [start 0] [end (bytes-length bs)] [still? #f])
-  (parameterize-break #f (send! c bs start end still? #f 0 0)))
-
-;; conn-send2! : conn bytes bytes natural natural (or/c #f (-> boolean)) -> boolean
-;; As conn-send!, of all of head and then bs[start,end), with nothing between them: a
-;; record's header and a content its writer owns, sent without copying the content.
-(define (conn-send2! c head bs start end still?)
-  (parameterize-break #f (send! c head 0 (bytes-length head) still? bs start end)))
+  (parameterize-break #f
+    (locked-send c still?
+      (if (conn-fd c) (fd-send! c bs start end) (port-send! c bs start end)))))
 
 ;; conn-send-records! : conn bytes bytes natural natural natural (or/c #f (-> boolean))
 ;;                      -> boolean
@@ -269,16 +264,6 @@
               (fd-send! c bs (+ from (- off 8)) (+ from n)))
           (or (= (add1 j) k) (fd-send-records! c heads bs start n k (add1 j))))]))
 
-;; send! : conn bytes natural natural (or/c #f (-> boolean)) (or/c #f bytes) natural natural
-;;         -> boolean
-(define (send! c bs start end still? bs2 start2 end2)
-  (locked-send c still?
-    (cond
-      [(not (conn-fd c))
-       (and (port-send! c bs start end) (or (not bs2) (port-send! c bs2 start2 end2)))]
-      [(not bs2) (fd-send! c bs start end)]
-      [else (fd-send2! c bs start end bs2 start2 end2)])))
-
 ;; fd-send! : conn bytes natural natural -> boolean ; #f when broken or on a socket error
 ;; The write deadline starts only when the socket's buffer is full: most answers leave in
 ;; one send() that does not wait, and then no clock is read.
@@ -298,19 +283,6 @@
          ((conn-on-block c))
          (sync evt (conn-broken-evt c)))
        (loop (+ i r))])))
-
-;; fd-send2! : conn bytes natural natural bytes natural natural -> boolean
-;; a[as, ae) and then b[bs, be) in one sendmsg when the socket takes them all; what is left
-;; after a short or failed one goes by fd-send!.
-(define (fd-send2! c a as ae b bs be)
-  (start-atomic)
-  (define r (if (conn-broken? c) 0 (socket-write2! (conn-fd c) a as ae b bs be)))
-  (end-atomic)
-  (define n-a (- ae as))
-  (cond
-    [(= r (+ n-a (- be bs))) #t]
-    [(< r n-a) (and (fd-send! c a (+ as r) ae) (fd-send! c b bs be))]
-    [else (fd-send! c b (+ bs (- r n-a)) be)]))
 
 ;; port-send! : conn bytes natural natural -> boolean ; #f when the port fails
 (define (port-send! c bs start end)
