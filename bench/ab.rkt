@@ -7,7 +7,7 @@
 ;;                       [--perf DIR] [--idle N] NAME=TREE ...
 ;;
 ;; TREE is a directory holding a `fastcgi/` collection (e.g. a copy of the tree before a
-;; change, and /work/main). --big: the raw handler answers 1 MiB (with a Content-Length,
+;; change, and /work/main), or `c` for the C responder (bench/c-responder, hello only). --big: the raw handler answers 1 MiB (with a Content-Length,
 ;; an immutable string built once) instead of hello. Each round measures every variant in turn: wrk warms it for
 ;; 1 s, then measures S seconds (-t1 -c25), while the backend's user and system CPU is
 ;; read from /proc/PID/stat. With --strace, a last run per variant counts system calls
@@ -22,6 +22,7 @@
          racket/system
          racket/format
          racket/list
+         racket/port
          racket/string
          racket/unix-socket
          "../fastcgi/private/protocol.rkt"
@@ -74,6 +75,22 @@
         "(define (handler req) (write-bytes answer (fastcgi-request-stdout req)))\n"
         (format "(serve/fastcgi-raw handler #:listen ~s)\n" address)))
    "(sync never-evt)\n"))
+
+;; start-accept-count : natural real -> list ; perf counting the backend's accept4 calls
+;; for about seconds (the measurement's length); finish-accept-count waits and reads it.
+(define (start-accept-count pid seconds)
+  (process* (find-executable-path "perf") "stat" "-x," "-e" "syscalls:sys_enter_accept4"
+            "-p" (number->string pid) "--" "sleep" (number->string seconds)))
+(define (finish-accept-count rec)
+  ((list-ref rec 4) 'wait)
+  (define err (port->string (list-ref rec 3)))
+  (define m (regexp-match #px"(?m:^([0-9]+),)" err))
+  (close-input-port (list-ref rec 0)) (close-output-port (list-ref rec 1)) (close-input-port (list-ref rec 3))
+  (and m (string->number (cadr m))))
+
+;; signal-group! : proc string -> void ; kill SIGNAL to the backend's process
+(define (signal-group! pr sig)
+  (void (system* (find-executable-path "kill") sig (number->string (proc-pid pr)))))
 
 ;; strace-calls : path natural -> (listof (cons string real)) ; calls per request, most first
 (define-runtime-path perf-map-module "direct/perf-map.rkt")
@@ -131,6 +148,7 @@
   (define rounds 2)
   (define seconds 5)
   (define strace? #f)
+  (define churn? #f)
   (define perf-dir #f)
   (define idle #f)
   (define specs
@@ -142,6 +160,7 @@
      ["--rounds" n "rounds of measurements (default 2)" (set! rounds (string->number n))]
      ["--seconds" s "seconds of each wrk measurement (default 5)" (set! seconds (string->number s))]
      ["--strace" "also count system calls per request" (set! strace? #t)]
+     ["--churn" "also count connections accepted per request (perf stat, accept4)" (set! churn? #t)]
      ["--perf" dir "also record each backend with perf (cpu-clock) into DIR/NAME.data" (set! perf-dir dir)]
      ["--idle" n "RSS per idle keep-alive connection, over N connections" (set! idle (string->number n))]
      #:args specs
@@ -150,7 +169,7 @@
     (for/list ([s (in-list specs)])
       (define m (regexp-match #rx"^([^=]+)=(.+)$" s))
       (unless m (error 'ab "expected NAME=TREE, got ~s" s))
-      (cons (cadr m) (path->complete-path (caddr m)))))
+      (cons (cadr m) (and (not (equal? (caddr m) "c")) (path->complete-path (caddr m))))))
   (call-with-temp-dir
    "fcgiab"
    (λ (dir)
@@ -164,9 +183,14 @@
      (define nginx-proc (start-nginx! dir fronts))
      (define peers
        (for/list ([v (in-list variants)] [a (in-list addrs)] [i (in-naturals)])
-         (define file (build-path dir (format "serve-~a.rkt" i)))
-         (call-with-output-file file (λ (o) (write-string (server-source (cdr v) servlet? a big? (and perf-dir #t)) o)))
-         (peer (car v) (path->string (find-executable-path "racket")) (list (path->string file)) (list a))))
+         (cond
+           [(not (cdr v))
+            (define exe (build-c! dir))
+            (peer (car v) (path->string exe) (list a) (list a))]
+           [else
+            (define file (build-path dir (format "serve-~a.rkt" i)))
+            (call-with-output-file file (λ (o) (write-string (server-source (cdr v) servlet? a big? (and perf-dir #t)) o)))
+            (peer (car v) (path->string (find-executable-path "racket")) (list (path->string file)) (list a))])))
      (dynamic-wind
       void
       (λ ()
@@ -189,15 +213,24 @@
            (for* ([r (in-range (if idle 0 rounds))]
                   [(v p pr) (in-parallel variants ports procs)])
              (define url (format "http://127.0.0.1:~a/" p))
+             ;; the others are stopped meanwhile: an idle Racket server still takes a few
+             ;; per cent of a core (its scheduler's polling), which the measured one would pay
+             (for ([o (in-list procs)])
+               (signal-group! o (if (eq? o pr) "-CONT" "-STOP")))
              (run-wrk url 25 1)
              (define-values (u0 s0) (cpu-ticks (proc-pid pr)))
+             (define counter (and churn? (start-accept-count (proc-pid pr) seconds)))
              (define l (run-wrk url 25 seconds))
              (define-values (u1 s1) (cpu-ticks (proc-pid pr)))
+             (define accepts (and counter (finish-accept-count counter)))
              (define (us ticks) (~r (/ (* ticks 10000.0) (load-requests l)) #:precision 1))
              (printf "~a ~a ~a ~a~a\n" (~a (car v) #:width 12) (~a (round (load-rps l)) #:width 8)
                      (~a (us (- u1 u0)) #:width 12) (us (- s1 s0))
-                     (if (zero? (load-errors l)) "" (format "  (~a errors)" (load-errors l))))
+                     (string-append
+                      (if accepts (format "  ~a% of requests on a new connection" (~r (* 100.0 (/ accepts (max 1 (load-requests l)))) #:precision 1)) "")
+                      (if (zero? (load-errors l)) "" (format "  (~a errors)" (load-errors l)))))
              (flush-output))
+           (for ([o (in-list procs)]) (signal-group! o "-CONT"))
            (when perf-dir
              (make-directory* perf-dir)
              (for ([v (in-list variants)] [p (in-list ports)] [pr (in-list procs)])

@@ -159,3 +159,22 @@
          (peer-send! p (get 2 "s2"))
          (check-status (peer-answer p 2) 200)
          (check-not-eq? (thread-of "s1") (thread-of "s2")))))))
+
+;; After a second with no handler running, the inline watcher stops polling and waits for
+;; the next inline handler (watch-inline in server.rkt): an idle server then uses no CPU.
+;; The handler that wakes it must still be taken over when it blocks.
+(call-with-server
+ handler
+ (λ (path)
+   (test-case "after an idle spell, an inline handler that blocks is still taken over"
+     (sleep 1.5)                      ; longer than the watcher's 100 quiet looks of 10 ms
+     (with-peer path
+       (λ (p)
+         (peer-send! p (get 1 "idle-slow" #:mode "wait"))
+         (check-equal? (next-event) 'waiting)
+         (peer-send! p (get 2 "idle-quick"))
+         (define a2 (peer-answer p 2 2))
+         (check-status a2 200)
+         (check-not-eq? (thread-of "idle-quick") (thread-of "idle-slow"))
+         (semaphore-post gate)
+         (check-equal? (cgi-body (answer-stdout (peer-answer p 1))) #"released"))))))

@@ -255,6 +255,11 @@
   (set-rd-runner! st (current-thread))
   (set-conn-inline! c r)
   (set-conn-takeover! c (rd-takeover st))
+  ;; the inline watcher waits for a handler to watch (watch-inline in server.rkt)
+  (define sleeper (server-inline-sleeper (conn-server c)))
+  (when sleeper
+    (set-server-inline-sleeper! (conn-server c) #f)
+    (semaphore-post sleeper))
   (end-atomic)
   (define err (current-error-port))
   (set-fastcgi-request-handler! r (current-thread))

@@ -295,19 +295,39 @@
 ;; A handler run inline by its connection's reader (connection.rkt) that has run for
 ;; inline-takeover-ms gets a new reader thread, so the connection is read again within
 ;; about twice that: ABORT_REQUEST, a closed connection, a second request.
+;; After inline-quiet-ticks looks in a row that found no handler running, the watcher
+;; waits on a semaphore that the next inline handler posts (run-inline! in
+;; connection.rkt) instead of sleeping on: while a 10 ms timer is pending, Racket CS's
+;; scheduler polls without waiting, and an idle server used 9% of a core that way.
 (define (watch-inline srv)
   (define conns (server-connections srv))
-  (let loop ()
-    (sleep (/ inline-takeover-ms 1000.0))
-    (when (positive? (unbox (server-running srv)))
-      (define now (now-ms))
-      (for ([c (in-list (table-values conns))])
-        (define r (conn-inline c))
-        (when (and r (> (- now (fastcgi-request-start-ms r)) inline-takeover-ms))
-          (ensure-reader! c))))
-    (loop)))
+  (define running (server-running srv))
+  (define wake (make-semaphore 0))
+  (let loop ([quiet 0])
+    (cond
+      [(< quiet inline-quiet-ticks)
+       (sleep (/ inline-takeover-ms 1000.0))
+       (cond
+         [(positive? (unbox running))
+          (define now (now-ms))
+          (for ([c (in-list (table-values conns))])
+            (define r (conn-inline c))
+            (when (and r (> (- now (fastcgi-request-start-ms r)) inline-takeover-ms))
+              (ensure-reader! c)))
+          (loop 0)]
+         [else (loop (add1 quiet))])]
+      [else
+       ;; A handler is counted running before run-inline! looks for a sleeper, so one
+       ;; that starts after this check finds the semaphore and posts it.
+       (start-atomic)
+       (define idle? (zero? (unbox running)))
+       (when idle? (set-server-inline-sleeper! srv wake))
+       (end-atomic)
+       (when idle? (semaphore-wait wake))
+       (loop 0)])))
 
 (define inline-takeover-ms 10.0)
+(define inline-quiet-ticks 100)
 
 ;; watch-deadlines : (hasheq conn #t) limits -> none
 ;; Once every quarter second, cut the connections whose read or write deadline has passed

@@ -40,7 +40,11 @@
                 stretch         ; box: flonum >= 1, how much slower than its CPU cost work goes
                 ;; the params of the last request read on any connection: a new connection's
                 ;; first request shares byte strings with them (see conn's last-params)
-                [last-params #:mutable])
+                [last-params #:mutable]
+                ;; #f, or the semaphore the inline watcher waits on while no handler has
+                ;; run for a while (watch-inline in server.rkt); run-inline! posts it
+                [inline-sleeper #:auto #:mutable])
+  #:auto-value #f
   #:transparent)
 
 ;; Per connection. fd: the socket, read, written and closed through the FFI, with no ports
