@@ -7,7 +7,8 @@
 ;;                       [--perf DIR] [--idle N] NAME=TREE ...
 ;;
 ;; TREE is a directory holding a `fastcgi/` collection (e.g. a copy of the tree before a
-;; change, and /work/main), or `c` for the C responder (bench/c-responder, hello only). --big: the raw handler answers 1 MiB (with a Content-Length,
+;; change, and /work/main), `c` for the C responder (bench/c-responder, hello only), or a
+;; FILE.rkt run as `racket FILE.rkt ADDRESS` (a stand-alone backend, e.g. an experiment). --big: the raw handler answers 1 MiB (with a Content-Length,
 ;; an immutable string built once) instead of hello. Each round measures every variant in turn: wrk warms it for
 ;; 1 s, then measures S seconds (-t1 -c25), while the backend's user and system CPU is
 ;; read from /proc/PID/stat. With --strace, a last run per variant counts system calls
@@ -187,6 +188,8 @@
            [(not (cdr v))
             (define exe (build-c! dir))
             (peer (car v) (path->string exe) (list a) (list a))]
+           [(regexp-match? #rx"[.]rkt$" (path->string (cdr v)))
+            (peer (car v) (path->string (find-executable-path "racket")) (list (path->string (cdr v)) a) (list a))]
            [else
             (define file (build-path dir (format "serve-~a.rkt" i)))
             (call-with-output-file file (λ (o) (write-string (server-source (cdr v) servlet? a big? (and perf-dir #t)) o)))

@@ -717,7 +717,24 @@
   (end-atomic)
   (when (or (not (fastcgi-request-keep-conn? r))
             (and (server-closing? (conn-server c)) (zero? (table-count reqs))))
-    (conn-close! c)))
+    (if (quick-close? c r) (conn-broken! c) (conn-close! c))))
+
+;; quick-close? : conn request -> boolean
+;; After r, the connection may close at once, without conn-close!'s half-close and drain:
+;; r was a Responder whose input had all arrived before its handler ran (inline), nothing
+;; else is live, and no unread byte waits in the decoder or the socket, so the close
+;; sends no reset that could cost the front the end of its answer. That is how a front
+;; without keep-conn (nginx by default) uses a connection, and it spares a shutdown, the
+;; loop's wake-up for the front's EOF and the read of it.
+(define (quick-close? c r)
+  (define st (conn-loop-state c))
+  (and st
+       (eq? (conn-inline c) r)
+       (eq? (fastcgi-request-role r) 'responder)
+       (not (conn-closing? c))
+       (zero? (table-count (conn-requests c)))
+       (zero? (decoder-buffered (rd-decoder st)))
+       (not (conn-input-pending? c))))
 
 ;; observe! : conn request -> void ; tell the server's observer (access log, counters)
 (define (observe! c r)

@@ -19,6 +19,7 @@
          fd->ports
          socket-shutdown-write! socket-close!
          socket-read! socket-write! socket-write-records! sendrecs-max
+         socket-input-pending?
          parse-allowed-clients client-allowed?
          fd-listening-socket?)
 
@@ -386,6 +387,13 @@
     [(> n 0) n]
     [(= n 0) eof]
     [else (socket-error "read" (saved-errno) (λ () (socket-read! fd bs start end)))]))
+
+;; socket-input-pending? : fd -> boolean
+;; Whether bytes from the peer wait unread in the socket (a peek that does not wait). No
+;; means none came or the peer closed or failed: closing now sends no reset.
+(define peek-byte (make-bytes 1))
+(define (socket-input-pending? fd)
+  (> (c-recv/fast fd peek-byte 1 (bitwise-ior MSG_PEEK MSG_DONTWAIT)) 0))
 
 ;; socket-write! : fd bytes natural natural -> (or/c natural exn:fail:fastcgi:transport)
 ;; The bytes of bs[start, end) sent, 0 when the socket's buffer is full. MSG_NOSIGNAL: a

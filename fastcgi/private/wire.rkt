@@ -16,6 +16,7 @@
          ensure-reader!
          conn-read!
          conn-try-read!
+         conn-input-pending?
          conn-lock!
          conn-send!
          conn-send-records!
@@ -196,6 +197,14 @@
   (define r (if (conn-broken? c) eof (socket-read! (conn-fd c) bs start end)))
   (end-atomic)
   r)
+
+;; conn-input-pending? : conn -> boolean ; unread bytes wait in the socket (see
+;; socket-input-pending?); #f for a broken connection or one over ports
+(define (conn-input-pending? c)
+  (start-atomic)
+  (define pending? (and (not (conn-broken? c)) (conn-fd c) (socket-input-pending? (conn-fd c))))
+  (end-atomic)
+  pending?)
 
 ;; conn-lock! : conn -> void
 ;; Takes the connection's write lock; if another thread holds it, first tells the event

@@ -1332,8 +1332,12 @@ thread of the connection's own within about 20 ms: see @secref["apps"]). Records
 different requests never interleave inside one record.
 
 @bold{Keeping connections.} When a request's @wire{BEGIN_REQUEST} does not set
-@wire{FCGI_KEEP_CONN}, the connection is closed gracefully (see
-@racket[#:drain-timeout]) once that request has ended. When it does, the connection stays
+@wire{FCGI_KEEP_CONN}, the connection is closed once that request has ended: at once
+when the request's input had all arrived before its handler ran and nothing the front
+sent waits unread (the usual case: nginx without @tt{fastcgi_keep_conn}), else
+gracefully (see @racket[#:drain-timeout]), since closing a TCP connection with unread
+input resets it, and the front could lose the end of its answer. When it does, the
+connection stays
 open for further requests, subject to @racket[#:idle-timeout].
 
 @bold{@wire{FCGI_GET_VALUES}.} Sent with request id 0, it is answered with those of the
