@@ -419,3 +419,26 @@
   (check-true (for/or ([m messages]) (regexp-match? #rx"every TCP client is denied" m))))
 
 (delete-directory/files tmp-dir)
+
+(test-case "listener-queue-length: connections waiting to be accepted on TCP; none known for unix"
+  ;; the status page's listen_queue (manager.rkt); read from TCP_INFO, not /proc/net/tcp
+  (define l (open-listener (parse-listen-address "127.0.0.1:0")))
+  (check-equal? (listener-queue-length l) 0)
+  (define clients
+    (for/list ([i 3])
+      (define-values (in out) (tcp-connect "127.0.0.1" (listener-port l)))
+      (cons in out)))
+  (sleep 0.1)                             ; the handshakes complete in the kernel
+  (check-equal? (listener-queue-length l) 3)
+  (define-values (fd peer) (listener-try-accept l))
+  (check-true (exact-integer? fd))
+  (socket-close! fd)
+  (check-equal? (listener-queue-length l) 2)
+  (for ([c (in-list clients)]) (close-input-port (car c)) (close-output-port (cdr c)))
+  (listener-close! l)
+  (check-false (listener-queue-length l) "closed")
+  (define dir (make-temporary-file "fcgi-queue-~a" 'directory))
+  (define u (open-listener (parse-listen-address (string-append "unix:" (path->string (build-path dir "q.sock"))))))
+  (check-false (listener-queue-length u))
+  (listener-close! u)
+  (delete-directory/files dir))

@@ -288,7 +288,7 @@
             'generation gen
             'accepted_connections (+ (hash-ref totals 'accepted_connections 0) (sum worker-connections))
             'requests (+ (hash-ref totals 'requests 0) (sum worker-requests))
-            'listen_queue (or (listen-queue listener) (json-null))
+            'listen_queue (or (listener-queue-length listener) (json-null))
             'active_workers (for/sum ([w (in-list ws)]) (if (positive? (worker-active w)) 1 0))
             'idle_workers (for/sum ([w (in-list ws)])
                             (if (and (eq? (worker-state w) 'ready) (zero? (worker-active w))) 1 0))
@@ -427,20 +427,6 @@
   (with-handlers ([exn:fail? (λ (e) #f)])
     (define m (regexp-match #rx"VmRSS:[ \t]*([0-9]+) kB" (file->string (format "/proc/~a/status" pid))))
     (and m (* 1024 (string->number (cadr m))))))
-
-;; listen-queue : listener -> (or/c natural #f)
-;; For a TCP listener, the accept queue's length: /proc/net/tcp{,6} shows it as rx_queue
-;; of the LISTEN row whose inode is our socket's. Unix sockets do not show it.
-(define (listen-queue l)
-  (with-handlers ([exn:fail? (λ (e) #f)])
-    (define link (path->string (resolve-path (format "/proc/self/fd/~a" (listener-fd l)))))
-    (define inode (cadr (regexp-match #rx"socket:\\[([0-9]+)\\]" link)))
-    (for*/first ([f (in-list '("/proc/net/tcp" "/proc/net/tcp6"))]
-                 [line (in-list (file->lines f))]
-                 [cols (in-value (string-split line))]
-                 #:when (and (> (length cols) 9) (equal? (list-ref cols 3) "0A")
-                             (equal? (list-ref cols 9) inode)))
-      (string->number (cadr (string-split (list-ref cols 4) ":")) 16))))
 
 ;; file->string* : path -> (or/c string #f)
 (define (file->string* p) (with-handlers ([exn:fail? (λ (e) #f)]) (file->string p)))

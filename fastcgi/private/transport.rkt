@@ -20,6 +20,7 @@
          socket-shutdown-write! socket-close!
          socket-read! socket-write! socket-write-records! sendrecs-max
          socket-input-pending?
+         listener-queue-length
          parse-allowed-clients client-allowed?
          fd-listening-socket?)
 
@@ -387,6 +388,20 @@
     [(> n 0) n]
     [(= n 0) eof]
     [else (socket-error "read" (saved-errno) (λ () (socket-read! fd bs start end)))]))
+
+;; listener-queue-length : listener -> (or/c natural #f)
+;; Connections waiting in a TCP listener's accept queue, from TCP_INFO, which gives a
+;; listening socket's backlog as tcpi_unacked (as `ss -l` shows it); #f for a unix socket
+;; (no such count) or when the call fails.
+(define TCP_INFO 11)
+(define TCP_LISTEN 10)
+(define (listener-queue-length l)
+  (define info (make-bytes 256 0))
+  (define len (integer->integer-bytes 256 4 #f))
+  (and (not (listener-closed? l))
+       (= 0 (c-getsockopt (listener-fd l) IPPROTO_TCP TCP_INFO info len))
+       (= TCP_LISTEN (bytes-ref info 0))          ; tcpi_state
+       (integer-bytes->integer info #f #f 24 28))) ; tcpi_unacked
 
 ;; socket-input-pending? : fd -> boolean
 ;; Whether bytes from the peer wait unread in the socket (a peek that does not wait). No

@@ -652,7 +652,7 @@ The JSON object has these fields (the text and HTML formats show the same):
 @tt{pool} (the app file's name), @tt{pm}, @tt{listen}, @tt{master_pid},
 @tt{start_time} (Unix seconds), @tt{uptime} (seconds), @tt{generation} (1, plus one per
 reload), @tt{accepted_connections}, @tt{requests}, @tt{listen_queue} (connections waiting
-in the accept queue: TCP only, read from @filepath{/proc/net/tcp}; @tt{null} for a unix
+in the accept queue: TCP only, read from the socket's @tt{TCP_INFO}; @tt{null} for a unix
 socket), @tt{active_workers} (with a request in flight), @tt{idle_workers},
 @tt{total_workers} (starting and draining included), @tt{max_active_workers} (since
 start, sampled 4 times a second), @tt{max_workers_reached}, @tt{slow_requests},
