@@ -1,11 +1,11 @@
 #lang racket/base
 ;; How a connection ends after a request without KEEP_CONN (connection.rkt, retire! and
-;; quick-close?). When the request's input had all arrived and nothing unread is left,
-;; the server closes at once; when bytes from the peer still wait unread (in its decoder
-;; or in the socket), it half-closes and drains first, because a TCP close with unread
-;; input sends a reset, which throws away what the front had not read of the answer.
-;; Each case reads a large answer over TCP after a pause, so that most of it still waits
-;; in the sockets' buffers when the server is done.
+;; quick-close?). When the request's input had all arrived, no reader thread took over
+;; and nothing unread is left, the server closes at once; when bytes from the peer still
+;; wait unread (in its decoder or in the socket), it half-closes and drains first,
+;; because a TCP close with unread input sends a reset, which throws away what the front
+;; had not read of the answer. Each case reads its answer over TCP after a pause, so
+;; that the server is done (and a large answer still waits in the sockets' buffers).
 (require racket/port
          racket/tcp
          rackunit
@@ -64,7 +64,15 @@
 
 (with-tcp-server
  (λ (port)
+   (test-case "keep-conn off, a small answer and nothing more sent: the answer, then EOF"
+     (define-values (n types reset?)
+       (exchange port (request-bytes 1 #:keep? #f #:params (params "SIZE" "100"))))
+     (check-equal? n 100)
+     (check-equal? types '(stdout-end end-request))
+     (check-false reset? "the connection was reset"))
+
    (test-case "keep-conn off, a large answer and nothing more sent: all of it, then EOF"
+     ;; the send waits for the peer, and a reader thread takes the connection over
      (define-values (n types reset?) (exchange port (request-bytes 1 #:keep? #f)))
      (check-equal? n answer-size)
      (check-equal? types '(stdout-end end-request))

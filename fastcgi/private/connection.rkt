@@ -721,15 +721,18 @@
 
 ;; quick-close? : conn request -> boolean
 ;; After r, the connection may close at once, without conn-close!'s half-close and drain:
-;; r was a Responder whose input had all arrived before its handler ran (inline), nothing
-;; else is live, and no unread byte waits in the decoder or the socket, so the close
-;; sends no reset that could cost the front the end of its answer. That is how a front
-;; without keep-conn (nginx by default) uses a connection, and it spares a shutdown, the
-;; loop's wake-up for the front's EOF and the read of it.
+;; r was a Responder whose input had all arrived before its handler ran (inline), this
+;; thread is still the connection's only reader (no reader thread took over, which could
+;; be sending an answer to a management record), nothing else is live, and no unread
+;; byte waits in the decoder or the socket, so the close sends no reset that could cost
+;; the front the end of its answer. That is how a front without keep-conn (nginx by
+;; default) uses a connection, and it spares a shutdown, the loop's wake-up for the
+;; front's EOF and the read of it.
 (define (quick-close? c r)
   (define st (conn-loop-state c))
   (and st
        (eq? (conn-inline c) r)
+       (conn-takeover c)
        (eq? (fastcgi-request-role r) 'responder)
        (not (conn-closing? c))
        (zero? (table-count (conn-requests c)))
