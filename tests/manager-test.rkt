@@ -210,7 +210,14 @@
      (define doc (string->xexpr (cadr (regexp-match #rx"(?s:<!DOCTYPE html>\n(.*))$" html))))
      (check-equal? (car doc) 'html "the page is well-formed XHTML")
      (check-regexp-match #rx"http-equiv=\"refresh\"" html)
-     (for ([w (in-list ws)]) (check-regexp-match (regexp (format "<td class=\"n\">~a</td>" (hash-ref w 'pid))) html)))))
+     (for ([w (in-list ws)]) (check-regexp-match (regexp (format "<td class=\"n\">~a</td>" (hash-ref w 'pid))) html))
+     ;; after a second and more with no request, a worker's report loop waits for the next
+     ;; request (report-loop in worker.rkt): the requests after the pause are counted too
+     (define before (hash-ref (board p) 'requests))
+     (sleep 1.5)
+     (for ([_ (in-range 10)]) (get p "/"))
+     (wait-until 5 "the requests after an idle spell counted"
+                 (λ () (>= (hash-ref (board p) 'requests) (+ before 10)))))))
 
 (test-case "SIGKILL of a worker under load: a new pid within a second; only its requests may fail"
   (call-with-pool

@@ -255,11 +255,6 @@
   (set-rd-runner! st (current-thread))
   (set-conn-inline! c r)
   (set-conn-takeover! c (rd-takeover st))
-  ;; the inline watcher waits for a handler to watch (watch-inline in server.rkt)
-  (define sleeper (server-inline-sleeper (conn-server c)))
-  (when sleeper
-    (set-server-inline-sleeper! (conn-server c) #f)
-    (semaphore-post sleeper))
   (end-atomic)
   (define err (current-error-port))
   (set-fastcgi-request-handler! r (current-thread))
@@ -465,6 +460,8 @@
 (define (params-done! c r)
   (define srv (conn-server c))
   (define lim (server-limits srv))
+  ;; the server's periodic threads that wait while no request comes go on
+  (server-wake-sleepers! srv)
   (define declared (parse-length (request-param/scan r #"CONTENT_LENGTH")))
   (cond
     [(eq? declared 'bad)

@@ -296,13 +296,12 @@
 ;; inline-takeover-ms gets a new reader thread, so the connection is read again within
 ;; about twice that: ABORT_REQUEST, a closed connection, a second request.
 ;; After inline-quiet-ticks looks in a row that found no handler running, the watcher
-;; waits on a semaphore that the next inline handler posts (run-inline! in
-;; connection.rkt) instead of sleeping on: while a 10 ms timer is pending, Racket CS's
-;; scheduler polls without waiting, and an idle server used 9% of a core that way.
+;; waits for the next request (server-sleep-until-request!) instead of sleeping on: while
+;; a 10 ms timer is pending, Racket CS's scheduler polls without waiting, and an idle
+;; server used 9% of a core that way.
 (define (watch-inline srv)
   (define conns (server-connections srv))
   (define running (server-running srv))
-  (define wake (make-semaphore 0))
   (let loop ([quiet 0])
     (cond
       [(< quiet inline-quiet-ticks)
@@ -317,13 +316,8 @@
           (loop 0)]
          [else (loop (add1 quiet))])]
       [else
-       ;; A handler is counted running before run-inline! looks for a sleeper, so one
-       ;; that starts after this check finds the semaphore and posts it.
-       (start-atomic)
-       (define idle? (zero? (unbox running)))
-       (when idle? (set-server-inline-sleeper! srv wake))
-       (end-atomic)
-       (when idle? (semaphore-wait wake))
+       ;; a request that comes after this check wakes it (before its handler runs)
+       (server-sleep-until-request! srv (λ () (zero? (unbox running))))
        (loop 0)])))
 
 (define inline-takeover-ms 10.0)

@@ -23,6 +23,8 @@
          conn-broken!
          conn-shutdown-write!
          counter-add!
+         server-sleep-until-request!
+         server-wake-sleepers!
          now-ms)
 
 ;; Per process. handler: fastcgi-request -> any. roles: the roles the handler takes.
@@ -42,11 +44,33 @@
                 ;; the params of the last request read on any connection: a new connection's
                 ;; first request shares byte strings with them (see conn's last-params)
                 [last-params #:mutable]
-                ;; #f, or the semaphore the inline watcher waits on while no handler has
-                ;; run for a while (watch-inline in server.rkt); run-inline! posts it
-                [inline-sleeper #:auto #:mutable])
+                ;; #f, or the semaphores of threads that wait for the next request
+                ;; (server-sleep-until-request!), posted when one arrives
+                [sleepers #:auto #:mutable])
   #:auto-value #f
   #:transparent)
+
+;; server-sleep-until-request! : server (-> boolean) -> void
+;; Waits for the next request to arrive (server-wake-sleepers!), if (idle?) still holds
+;; once this thread is registered: for the server's periodic threads, which poll while
+;; requests come and need not while none does. (A thread sleeping 10 ms at a time keeps
+;; Racket CS's scheduler polling without waiting: an idle server used 9% of a core.)
+(define (server-sleep-until-request! srv idle?)
+  (define sema (make-semaphore 0))
+  (start-atomic)
+  (define sleep? (idle?))
+  (when sleep? (set-server-sleepers! srv (cons sema (or (server-sleepers srv) '()))))
+  (end-atomic)
+  (when sleep? (semaphore-wait sema)))
+
+;; server-wake-sleepers! : server -> void ; a request arrived: the sleepers go on
+(define (server-wake-sleepers! srv)
+  (when (server-sleepers srv)
+    (start-atomic)
+    (define semas (or (server-sleepers srv) '()))
+    (set-server-sleepers! srv #f)
+    (end-atomic)
+    (for ([s (in-list semas)]) (semaphore-post s))))
 
 ;; Per connection. fd: the socket, read, written and closed through the FFI, with no ports
 ;; (in, out: #f); or in and out, ports that are not a socket's (fd: #f), as in tests.

@@ -212,11 +212,14 @@
 ;; Every 0.1 s, the counters if they changed: cheap for the manager, prompt enough for
 ;; its process manager (idle or busy) and its status page. Requests are those handed to
 ;; the app (the server's own count); past max-requests, the worker asks to be replaced,
-;; once.
+;; once. After a second with nothing changed and no handler running, it waits for the
+;; next request instead (an idle worker then wakes 4 times a second, not 14).
 (define (report-loop a max-requests report!)
   (define srv (app-server a))
-  (let loop ([last #f] [asked? #f])
-    (sleep 0.1)
+  (let loop ([last #f] [asked? #f] [quiet 0])
+    (if (< quiet 10)
+        (sleep 0.1)
+        (server-sleep-until-request! srv (λ () (zero? (unbox (server-running srv))))))
     (define requests (hash-ref (server-stats srv) 'requests 0))
     (define now (list requests (unbox (server-running srv))
                       (hash-ref (server-stats srv) 'connections 0) (unbox (app-slow a))
@@ -225,7 +228,7 @@
     (unless (equal? now last) (apply report! "stat ~a ~a ~a ~a ~a ~a" now))
     (define ask? (and max-requests (not asked?) (>= requests max-requests)))
     (when ask? (report! "recycle after ~a requests (--max-requests)" requests))
-    (loop now (or asked? ask?))))
+    (loop now (or asked? ask?) (if (and (equal? now last) (zero? (cadr now))) (add1 quiet) 0))))
 
 ;; make-access-observer : log-file -> (fastcgi-request flonum -> void)
 (define (make-access-observer lf)

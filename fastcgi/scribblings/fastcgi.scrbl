@@ -532,6 +532,9 @@ runs a manager process and several @deftech{worker} processes, as php-fpm does:
  @item{Each worker reports to the manager over a unix socket in a private folder (mode
        @octal{0700}): that it is ready, then its counters (requests handed to the app, requests
        in flight, connections accepted, slow requests) every 0.1 s while they change.
+       After a second with nothing changed and nothing in flight, a worker waits for its
+       next request before it looks again (an idle worker wakes 4 times a second), so
+       connections accepted meanwhile are counted with that request.
        The manager reads each worker's resident memory from @filepath{/proc} once a second.}
  @item{A worker stops when the manager goes away: it gets SIGTERM from the kernel when its
        parent dies (@tt{PR_SET_PDEATHSIG}), and it also stops when the report socket closes.}
