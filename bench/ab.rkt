@@ -4,15 +4,18 @@
 ;; measured in alternation so that a noisy machine hurts every variant alike.
 ;;
 ;;   racket bench/ab.rkt [--servlet] [--close] [--big] [--rounds N] [--seconds S] [--strace] \
-;;                       [--perf DIR] [--idle N] NAME=TREE ...
+;;                       [--churn] [--perf DIR] [--idle N] NAME=TREE ...
 ;;
 ;; TREE is a directory holding a `fastcgi/` collection (e.g. a copy of the tree before a
-;; change, and /work/main), `c` for the C responder (bench/c-responder, hello only), or a
-;; FILE.rkt run as `racket FILE.rkt ADDRESS` (a stand-alone backend, e.g. an experiment). --big: the raw handler answers 1 MiB (with a Content-Length,
-;; an immutable string built once) instead of hello. Each round measures every variant in turn: wrk warms it for
-;; 1 s, then measures S seconds (-t1 -c25), while the backend's user and system CPU is
+;; change, and /work/main), `c` for the C responder (bench/c-responder, hello only), or
+;; a FILE.rkt run as `racket FILE.rkt ADDRESS` (a stand-alone backend, e.g. an
+;; experiment). --big: the raw handler answers 1 MiB (with a Content-Length, an
+;; immutable string built once) instead of hello. Each round measures every variant in
+;; turn, the others stopped (SIGSTOP) meanwhile: wrk warms it for 1 s, then measures S
+;; seconds (-t1 -c25), while the backend's user and system CPU is
 ;; read from /proc/PID/stat. With --strace, a last run per variant counts system calls
-;; per request with `strace -c -f`; with --perf DIR, one per variant records where the
+;; per request with `strace -c -f`; with --churn, each measurement also gives the share of
+;; requests that came on a new connection (perf stat counting accept4); with --perf DIR, one per variant records where the
 ;; backend's time goes (perf, named by direct/perf-map.rkt) into DIR/NAME.data. With --idle N, each variant instead gets N connections
 ;; straight on its unix socket, each carrying one keep-conn request and then left open:
 ;; the backend's RSS growth per connection is printed. Everything runs under /tmp and on loopback or unix
@@ -89,8 +92,8 @@
   (close-input-port (list-ref rec 0)) (close-output-port (list-ref rec 1)) (close-input-port (list-ref rec 3))
   (and m (string->number (cadr m))))
 
-;; signal-group! : proc string -> void ; kill SIGNAL to the backend's process
-(define (signal-group! pr sig)
+;; signal-backend! : proc string -> void ; `kill SIGNAL` to the backend's process
+(define (signal-backend! pr sig)
   (void (system* (find-executable-path "kill") sig (number->string (proc-pid pr)))))
 
 ;; strace-calls : path natural -> (listof (cons string real)) ; calls per request, most first
@@ -219,7 +222,7 @@
              ;; the others are stopped meanwhile: an idle Racket server still takes a few
              ;; per cent of a core (its scheduler's polling), which the measured one would pay
              (for ([o (in-list procs)])
-               (signal-group! o (if (eq? o pr) "-CONT" "-STOP")))
+               (signal-backend! o (if (eq? o pr) "-CONT" "-STOP")))
              (run-wrk url 25 1)
              (define-values (u0 s0) (cpu-ticks (proc-pid pr)))
              (define counter (and churn? (start-accept-count (proc-pid pr) seconds)))
@@ -233,7 +236,7 @@
                       (if accepts (format "  ~a% of requests on a new connection" (~r (* 100.0 (/ accepts (max 1 (load-requests l)))) #:precision 1)) "")
                       (if (zero? (load-errors l)) "" (format "  (~a errors)" (load-errors l)))))
              (flush-output))
-           (for ([o (in-list procs)]) (signal-group! o "-CONT"))
+           (for ([o (in-list procs)]) (signal-backend! o "-CONT"))
            (when perf-dir
              (make-directory* perf-dir)
              (for ([v (in-list variants)] [p (in-list ports)] [pr (in-list procs)])

@@ -23,16 +23,6 @@
   (write-bytes ok-head out)
   (write-bytes big out 0 n))
 
-;; with-tcp-server : (natural -> any) -> any
-(define (with-tcp-server proc)
-  (define address #f)
-  (define stop (serve/fastcgi-raw handler #:listen "127.0.0.1:0"
-                                  #:on-ready (λ (a) (set! address a))))
-  (dynamic-wind
-   void
-   (λ () (proc (string->number (cadr (regexp-match #rx":([0-9]+)$" address)))))
-   (λ () (stop #:timeout 1))))
-
 ;; exchange : natural bytes -> (values natural (listof symbol) boolean)
 ;; Sends bs from a thread of its own (a server that closes may leave part of it unsent),
 ;; waits 300 ms, then reads until EOF: the body bytes of the STDOUT, the types of the
@@ -62,7 +52,8 @@
              (if (zero? (bytes-length (record-content r))) '(stdout-end) '()))]
       [else (loop stdout (cons (record-type r) types))])))
 
-(with-tcp-server
+(call-with-tcp-server
+ handler
  (λ (port)
    (test-case "keep-conn off, a small answer and nothing more sent: the answer, then EOF"
      (define-values (n types reset?)

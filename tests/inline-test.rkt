@@ -161,8 +161,8 @@
          (check-not-eq? (thread-of "s1") (thread-of "s2")))))))
 
 ;; After a second with no handler running, the inline watcher stops polling and waits for
-;; the next inline handler (watch-inline in server.rkt): an idle server then uses no CPU.
-;; The handler that wakes it must still be taken over when it blocks.
+;; the next request (watch-inline in server.rkt). The handler of the request that wakes
+;; it must still be taken over when it blocks.
 (call-with-server
  handler
  (λ (path)

@@ -59,13 +59,7 @@
 
 ;; with-tcp-server : (or/c string #f) (port -> any) -> any ; dual-stack, [::]:0
 (define (with-tcp-server allowed proc)
-  (define address #f)
-  (define stop (serve/fastcgi-raw echo #:listen "[::]:0" #:allowed-clients allowed
-                                  #:on-ready (λ (a) (set! address a))))
-  (dynamic-wind
-   void
-   (λ () (proc (string->number (cadr (regexp-match #rx":([0-9]+)$" address)))))
-   (λ () (stop #:timeout 1))))
+  (call-with-tcp-server echo proc #:listen "[::]:0" #:allowed-clients allowed))
 
 (test-case "allowed clients over real connections from 127.0.0.1 and ::1"
   (define table

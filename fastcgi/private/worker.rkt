@@ -213,7 +213,8 @@
 ;; its process manager (idle or busy) and its status page. Requests are those handed to
 ;; the app (the server's own count); past max-requests, the worker asks to be replaced,
 ;; once. After a second with nothing changed and no handler running, it waits for the
-;; next request instead (an idle worker then wakes 4 times a second, not 14).
+;; next request instead (an idle worker then wakes only for its deadline loop, 4 times a
+;; second).
 (define (report-loop a max-requests report!)
   (define srv (app-server a))
   (let loop ([last #f] [asked? #f] [quiet 0])

@@ -146,8 +146,9 @@ not read its answer, or once it has run for 10 ms, its connection gets a reading
 of its own (for the rest of its life) and a new thread becomes the event loop, so an
 @wire{ABORT_REQUEST}, a closed connection or a second request is seen within about 20 ms,
 and other connections wait about that long for a handler that blocks. (What watches
-for the 10 ms looks every 10 ms only while handlers have run in the last second; an idle
-server sleeps and uses no CPU.) The same goes
+for the 10 ms looks every 10 ms until it has found no handler running for a second, then
+waits for the next request: an idle server wakes only for its deadline checks, 4 times a
+second.) The same goes
 for a connection whose body its handler does not read yet. Limits, the request timeout
 and the answer to a raising handler are the same either way. Requests whose body is
 still arriving, Filters, multiplexed connections and, with shedding on

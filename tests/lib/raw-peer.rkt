@@ -11,6 +11,7 @@
          "../../fastcgi/main.rkt"
          "../../fastcgi/private/protocol.rkt")
 (provide call-with-server
+         call-with-tcp-server
          (struct-out answer)
          peer? peer-connect peer-send! peer-close! peer-shutdown-write! peer-extras
          peer-read-record peer-answers peer-answer peer-eof? peer-quiet?
@@ -32,6 +33,19 @@
    void
    (λ () (proc path))
    (λ () (stop #:timeout 1) (delete-directory/files dir #:must-exist? #f))))
+
+;; call-with-tcp-server : handler (port-number -> any) #:listen #:allowed-clients -> any
+;; As call-with-server, on TCP (by default 127.0.0.1 on a free port): proc gets the port.
+(define (call-with-tcp-server handler proc
+                              #:listen [listen "127.0.0.1:0"]
+                              #:allowed-clients [allowed #f])
+  (define address #f)
+  (define stop (serve/fastcgi-raw handler #:listen listen #:allowed-clients allowed
+                                  #:on-ready (λ (a) (set! address a))))
+  (dynamic-wind
+   void
+   (λ () (proc (string->number (cadr (regexp-match #rx":([0-9]+)$" address)))))
+   (λ () (stop #:timeout 1))))
 
 ;; ok-head : bytes ; the CGI head of a plain 200 answer, for test handlers
 (define ok-head #"Status: 200 OK\r\nContent-Type: text/plain\r\n\r\n")
