@@ -104,6 +104,15 @@
                  (if (eof-object? k) n (loop (+ n k)))))
      (write-bytes ok-head out)
      (fprintf out "count=~a" n)]
+    [("digest")
+     ;; reads slowly (the body backs up into the reader) and answers the SHA-256 of it
+     (define in (fastcgi-request-stdin r))
+     (define all (let loop ([acc '()] [i 0])
+                   (when (zero? (modulo i 64)) (sleep 0.005))
+                   (define piece (read-bytes 1000 in))
+                   (if (eof-object? piece) (apply bytes-append (reverse acc)) (loop (cons piece acc) (add1 i)))))
+     (write-bytes ok-head out)
+     (fprintf out "sha256=~s length=~a" (sha256-bytes all) (bytes-length all))]
     [("flood")
      (report! (try (λ () (for ([i 4096]) (write-bytes (make-bytes 65536 120) out)) 'wrote-all)))]
     [else (error 'handler "unknown mode ~a" mode)]))
@@ -417,6 +426,30 @@
                                                        #:stdin (make-bytes n 1))))))
           (check-equal? (cgi-body (answer-stdout (peer-answer p 1 20)))
                         (string->bytes/utf-8 (format "count=~a" n)))
+          (check-true (thread? (sync/timeout 5 writer))))))
+    (test-case "a 2 MiB body read slowly arrives byte for byte, whatever records it came in"
+      ;; records of 65535, 65528 and 1 bytes, several per read, while the handler's pipe is
+      ;; full and the reader waits holding them in its buffer
+      (with-peer path
+        (λ (p)
+          (define n (* 2 1024 1024))
+          (define body (size-body 0 n))
+          (define records
+            (let loop ([at 0] [k 0] [acc '()])
+              (if (>= at n)
+                  (reverse acc)
+                  (let ([to (min n (+ at (case (modulo k 3) [(0) 65535] [(1) 65528] [else 1])))])
+                    (loop to (add1 k) (cons (record->bytes 'stdin 1 (subbytes body at to)) acc))))))
+          (define writer
+            (thread (λ ()
+                      (peer-send! p (bytes-append
+                                     (begin-bytes 1)
+                                     (stream->bytes 'params 1 (pairs->bytes (params "MODE" "digest"
+                                                                                    "CONTENT_LENGTH" (number->string n))))))
+                      (for ([rec (in-list records)]) (peer-send! p rec))
+                      (peer-send! p (record->bytes 'stdin 1 #"")))))
+          (check-equal? (cgi-body (answer-stdout (peer-answer p 1 30)))
+                        (string->bytes/utf-8 (format "sha256=~s length=~a" (sha256-bytes body) n)))
           (check-true (thread? (sync/timeout 5 writer))))))))
 
 ;; -- limits -------------------------------------------------------------------------------

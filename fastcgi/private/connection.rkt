@@ -202,15 +202,15 @@
           (λ (bs start end)
             (with-handlers ([exn:fail? (λ (e) eof)]) (read-bytes-avail! bs in start end))))))
   (let loop ()
-    (define rec (decoder-take! d))
+    (define type (decoder-view! d))
     (cond
-      [(string? rec) (protocol-close! c (string-append "decoder: " rec)) #t]
-      [(record? rec)
+      [(string? type) (protocol-close! c (string-append "decoder: " type)) #t]
+      [type
        (cond
          [(conn-closing? c) (loop)]
          [else
-          (when (and (not (rd-begun? st)) (eq? (record-type rec) 'begin-request)) (set-rd-begun?! st #t))
-          (define problem (dispatch! c rec (rd-begun? st)))
+          (when (and (not (rd-begun? st)) (eq? type 'begin-request)) (set-rd-begun?! st #t))
+          (define problem (dispatch! c d type (rd-begun? st)))
           (set-rd-served! st (add1 (rd-served st)))
           (define r (conn-pending c))
           (cond
@@ -312,29 +312,28 @@
 (define (send-end-request! c id status)
   (conn-send! c (record->bytes 'end-request id (end-request-content 0 status))))
 
-;; dispatch! : conn record boolean -> (or/c #f string)
-;; Handles one record; a string names a protocol error that closes the connection.
-(define (dispatch! c rec begun?)
-  (define id (record-id rec))
-  (define type (record-type rec))
-  (define content (record-content rec))
+;; dispatch! : conn decoder (or/c symbol byte) boolean -> (or/c #f string)
+;; Handles the record decoder-view! took last, of this type (its content is still in the
+;; decoder's buffer); a string names a protocol error that closes the connection.
+(define (dispatch! c d type begun?)
+  (define id (decoder-id d))
   (define reqs (conn-requests c))
   (case type
-    [(begin-request) (begin-request! c id content)]
+    [(begin-request) (begin-request! c id (decoder-content d))]
     [(params stdin data abort-request)
      (define r (table-ref reqs id #f))
      (cond
        [(not begun?) (format "~a record before any BEGIN_REQUEST" type)]
        [(not r) #f]                     ; not live: skip (its content is already consumed)
-       [(eq? type 'params) (params! c r content)]
+       [(eq? type 'params) (params! c r d)]
        [(eq? type 'abort-request)
         (request-end-now! r 1)
         (retire! c r)
         #f]
-       [else (body! c r type content)])]
+       [else (body! c r type d)])]
     [(get-values)
      (cond
-       [(zero? id) (get-values! c content)]
+       [(zero? id) (get-values! c (decoder-content d))]
        [else #f])]
     [else
      (when (and (exact-integer? type) (zero? id))
@@ -374,16 +373,17 @@
         (table-set! reqs id (make-fastcgi-request c id role keep?))
         #f])]))
 
-;; params! : conn request bytes -> (or/c #f string)
-(define (params! c r content)
+;; params! : conn request decoder -> (or/c #f string) ; a PARAMS record, in d
+(define (params! c r d)
   (define lim (server-limits (conn-server c)))
+  (define len (decoder-content-length d))
   (cond
     [(not (eq? (fastcgi-request-state r) 'params)) #f]
-    [(positive? (bytes-length content))
-     (define size (+ (fastcgi-request-params-size r) (bytes-length content)))
+    [(positive? len)
+     (define size (+ (fastcgi-request-params-size r) len))
      (set-fastcgi-request-params-size! r size)
      (when (<= size (limits-max-params-bytes lim))
-       (set-fastcgi-request-params-acc! r (cons content (fastcgi-request-params-acc r))))
+       (set-fastcgi-request-params-acc! r (cons (decoder-content d) (fastcgi-request-params-acc r))))
      #f]
     [(> (fastcgi-request-params-size r) (limits-max-params-bytes lim))
      (reject! c r 431 "Request Header Fields Too Large"
@@ -505,23 +505,23 @@
     [(regexp-match? #px#"^[0-9]{1,18}$" v) (string->number (bytes->string/latin-1 v))]
     [else 'bad]))
 
-;; body! : conn request symbol bytes -> (or/c #f string)
-;; One STDIN or DATA record for a live request.
-(define (body! c r type content)
+;; body! : conn request symbol decoder -> (or/c #f string)
+;; One STDIN or DATA record for a live request, in d.
+(define (body! c r type d)
   (define state (fastcgi-request-state r))
   (define lim (server-limits (conn-server c)))
   (define data? (eq? type 'data))
+  (define len (decoder-content-length d))
   (cond
     [(eq? state 'params) (format "~a for request ~a before its PARAMS ended" type (fastcgi-request-id r))]
     [(not (eq? state (if data? 'data 'stdin))) #f]   ; a stream already ended: skip
-    [(zero? (bytes-length content))
+    [(zero? len)
      (if data? (close-output-port (fastcgi-request-data-out r)) (close-request-stdin! r))
      (set-fastcgi-request-state! r (if (and (not data?) (eq? (fastcgi-request-role r) 'filter)) 'data 'running))
      #f]
     [(fastcgi-request-rejected r) #f]
     [else
-     (define total (+ (bytes-length content)
-                      (if data? (fastcgi-request-data-bytes r) (fastcgi-request-body-bytes r))))
+     (define total (+ len (if data? (fastcgi-request-data-bytes r) (fastcgi-request-body-bytes r))))
      (define cap
        (let ([declared (parse-length (request-param/scan r (if data? #"FCGI_DATA_LENGTH" #"CONTENT_LENGTH")))])
          (if (exact-integer? declared) (min declared (limits-max-body lim)) (limits-max-body lim))))
@@ -533,23 +533,24 @@
         (set-fastcgi-request-rejected! r cap)
         (if data? (close-output-port (fastcgi-request-data-out r)) (close-request-stdin! r))]
        [else (feed! c r (if data? (fastcgi-request-data-out r) (request-stdin-out r))
-                    content lim)])
+                    (decoder-buf d) (decoder-content-start d) (decoder-content-end d) lim)])
      #f]))
 
-;; feed! : conn request output-port bytes limits -> void
-;; Queue body bytes for the handler under the body flow rule (see the top of this file).
-(define (feed! c r out content lim)
-  (define len (bytes-length content))
-  ;; put! : natural -> natural ; queue content[i, len), return the new position.
+;; feed! : conn request output-port bytes natural natural limits -> void
+;; Queue body bytes bs[start, end) for the handler under the body flow rule (see the top
+;; of this file). bs is the decoder's buffer, which nothing refills meanwhile: this
+;; thread is the connection's reader.
+(define (feed! c r out bs start end lim)
+  ;; put! : natural -> natural ; queue bs[i, end), return the new position.
   ;; A Racket CS pipe's write-bytes-avail* stops where its buffer has to grow (62 bytes
   ;; into an empty pipe), so it is repeated while it makes progress: only 0 means full.
   ;; (Treating the first short write as full ended every multiplexed request whose
   ;; STDIN record was over 62 bytes.) A closed pipe (request ended) takes everything.
   (define (put! i)
-    (define n (with-handlers ([exn:fail? (λ (e) (- len i))]) (write-bytes-avail* content out i len)))
-    (if (and (positive? n) (< (+ i n) len)) (put! (+ i n)) (+ i n)))
-  (let loop ([i (put! 0)])
-    (when (< i len)
+    (define n (with-handlers ([exn:fail? (λ (e) (- end i))]) (write-bytes-avail* bs out i end)))
+    (if (and (positive? n) (< (+ i n) end)) (put! (+ i n)) (+ i n)))
+  (let loop ([i (put! start)])
+    (when (< i end)
       (cond
         [(> (table-count (conn-requests c)) 1)
          (log-fastcgi-warning "request ~a from ~a: handler ~a bytes behind on a multiplexed connection: ended"

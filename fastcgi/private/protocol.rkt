@@ -19,6 +19,8 @@
          protocol-status->symbol symbol->protocol-status
          ;; decoding
          make-decoder decoder? decoder-read! decoder-fill! decoder-shrink! decoder-next! decoder-take!
+         decoder-view! decoder-buf decoder-id decoder-content-start decoder-content-end
+         decoder-content-length decoder-content
          decoder-feed!
          decoder-buffered
          parse-begin-request parse-end-request parse-unknown-type
@@ -96,10 +98,13 @@
 ;; read no fewer free bytes than this, so that a read takes many small records at once
 (define min-read initial-buffer-size)
 
-(struct decoder ([buf #:mutable] [start #:mutable] [end #:mutable]))
+;; buf[start, end): received, not yet decoded. id, content-start, content-end: the record
+;; decoder-view! took last (its content is buf[content-start, content-end)).
+(struct decoder ([buf #:mutable] [start #:mutable] [end #:mutable]
+                 [id #:mutable] [content-start #:mutable] [content-end #:mutable]))
 
 ;; make-decoder : -> decoder
-(define (make-decoder) (decoder (make-unfilled-bytes initial-buffer-size) 0 0))
+(define (make-decoder) (decoder (make-unfilled-bytes initial-buffer-size) 0 0 0 0 0))
 
 ;; decoder-buffered : decoder -> natural ; bytes received and not yet decoded
 (define (decoder-buffered d) (- (decoder-end d) (decoder-start d)))
@@ -182,10 +187,23 @@
   (if (string? r) (raise-protocol-error 'decoder "~a" r) r))
 
 ;; decoder-take! : decoder -> (or/c record #f string)
-;; As decoder-next!, but a protocol error is returned as its message, not raised: the
-;; server's reader takes every record through this, and an exception handler installed
-;; per record cost more than decoding the record.
+;; As decoder-next!, but a protocol error is returned as its message, not raised.
 (define (decoder-take! d)
+  (define t (decoder-view! d))
+  (if (or (not t) (string? t))
+      t
+      (record t (decoder-id d) (decoder-content d))))
+
+;; decoder-view! : decoder -> (or/c symbol byte #f string)
+;; As decoder-take!, without making the record: the type of the next complete record (a
+;; symbol, or the number of a type not in FastCGI 1.0); its id is then decoder-id and its
+;; content decoder-buf[decoder-content-start, decoder-content-end), which stays there
+;; until the next decoder-fill!, decoder-feed! or decoder-shrink!. The server's reader
+;; takes every record this way: a protocol error is a string because an exception
+;; handler installed per record cost more than decoding the record, and a STDIN record's
+;; content goes from the buffer into its request's pipe, with no copy of each 64 KiB
+;; record on the way.
+(define (decoder-view! d)
   (define buf (decoder-buf d))
   (define s (decoder-start d))
   (define avail (- (decoder-end d) s))
@@ -203,9 +221,17 @@
         (when (= (decoder-start d) (decoder-end d))
           (set-decoder-start! d 0)
           (set-decoder-end! d 0))
-        (record (type->symbol (bytes-ref buf (+ s 1)))
-                (+ (* 256 (bytes-ref buf (+ s 2))) (bytes-ref buf (+ s 3)))
-                (subbytes buf (+ s header-length) (+ s header-length clen)))])]))
+        (set-decoder-id! d (+ (* 256 (bytes-ref buf (+ s 2))) (bytes-ref buf (+ s 3))))
+        (set-decoder-content-start! d (+ s header-length))
+        (set-decoder-content-end! d (+ s header-length clen))
+        (type->symbol (bytes-ref buf (+ s 1)))])]))
+
+;; decoder-content-length : decoder -> natural ; of the record decoder-view! took last
+(define (decoder-content-length d) (- (decoder-content-end d) (decoder-content-start d)))
+
+;; decoder-content : decoder -> bytes ; a copy of the content of the record decoder-view! took last
+(define (decoder-content d)
+  (subbytes (decoder-buf d) (decoder-content-start d) (decoder-content-end d)))
 
 ;; parse-begin-request : bytes -> (values role keep-conn?)
 ;; role is a symbol for the three known roles, the number otherwise.
