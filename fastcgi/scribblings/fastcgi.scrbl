@@ -12,6 +12,7 @@
                      fastcgi
                      fastcgi/client))
 
+@;; status-html.png: drawn by tools/status-screenshot.sh from the running code
 @(define-runtime-path status-png "status-html.png")
 @(define (wire . s) (apply tt s))
 @(define (octal s) (racketvalfont s))
