@@ -3,10 +3,15 @@
 ;; A servlet app provides `start : request -> response`; a raw app provides
 ;; `fastcgi-handler : fastcgi-request -> any`. Either may provide `fastcgi-roles` (default
 ;; '(responder)); a servlet may take 'responder and 'authorizer.
-(require racket/path
-         "limits.rkt"
-         "web.rkt")
+(require racket/lazy-require
+         racket/path
+         "limits.rkt")
 (provide load-app)
+
+;; The web-server adapter, and web-server with it, load only for a servlet: a process
+;; that serves a raw app (and the manager, which loads no app) stays without them, about
+;; 30 MiB less resident memory (bench/OPTIMISATIONS.md, round 12).
+(lazy-require ["web.rkt" (servlet->handler)])
 
 ;; load-app : path-string limits -> (values (fastcgi-request -> any) (listof symbol))
 (define (load-app file lim)

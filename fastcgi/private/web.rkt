@@ -22,6 +22,7 @@
          (only-in (submod web-server/http/request internal-test) read-bindings&post-data/raw)
          (only-in racket/unsafe/ops unsafe-bytes->immutable-bytes!)
          "catch.rkt"
+         "current.rkt"
          "limits.rkt"
          "log.rkt"
          (only-in "protocol.rkt" pair-head bytes-range=?)
@@ -33,11 +34,8 @@
          read-raw-params
          special-names
          current-fastcgi-request
-         response/authorized)
-
-;; current-fastcgi-request : (parameter/c (or/c fastcgi-request #f))
-;; Inside a servlet: the raw FastCGI request being served (params, role, abort-evt).
-(define current-fastcgi-request (make-parameter #f))
+         response/authorized
+         authorized)
 
 ;; servlet->handler : (request -> response) limits -> (fastcgi-request -> void)
 (define (servlet->handler start lim)
@@ -468,6 +466,11 @@
 ;; The Authorizer's grant: 200 with a Variable-NAME header per variable; the front passes
 ;; each to the next stage as a param. Any other response is a denial, sent to the client.
 (define (response/authorized #:variables [variables '()])
+  (authorized variables))
+
+;; authorized : (listof (cons (or/c symbol string) string)) -> response
+;; response/authorized without keywords, for main.rkt's lazy import.
+(define (authorized variables)
   (response 200 #"OK" (current-seconds) #f
             (for/list ([v (in-list variables)])
               (header (bytes-append #"Variable-" (string->bytes/utf-8 (format "~a" (car v))))
