@@ -3,6 +3,8 @@
 ;; Contracts live here, at the boundary; nothing below checks them again per request.
 (require racket/contract
          racket/lazy-require
+         racket/runtime-path
+         (for-syntax racket/base)
          "private/current.rkt"
          "private/limits.rkt"
          "private/log.rkt"
@@ -14,9 +16,26 @@
 ;; The servlet side (web-server's structs, the adapter) loads when first used: a raw
 ;; application, which never uses it, runs without web-server in memory (about 30 MiB less
 ;; resident memory, bench/OPTIMISATIONS.md, round 12).
-(lazy-require [web-server/http/request-structs (request?)]
-              [web-server/http/response-structs (response?)]
-              ["private/web.rkt" (servlet->handler authorized)])
+(lazy-require ["private/web.rkt" (servlet->handler authorized)])
+
+;; request? and response?, for serve/fastcgi's contract on the servlet, which checks both
+;; on every request: loaded on the first check, then called directly (a lazy-require
+;; wrapper took 116 ns a call against 3).
+(define-runtime-module-path-index request-structs 'web-server/http/request-structs)
+(define-runtime-module-path-index response-structs 'web-server/http/response-structs)
+(define request-pred #f)
+(define response-pred #f)
+(define (request? v)
+  (unless request-pred (set! request-pred (web-server-export request-structs 'request?)))
+  (request-pred v))
+(define (response? v)
+  (unless response-pred (set! response-pred (web-server-export response-structs 'response?)))
+  (response-pred v))
+
+;; web-server-export : module-path-index symbol -> any ; loaded in this module's namespace
+(define (web-server-export mpi sym)
+  (parameterize ([current-namespace (variable-reference->namespace (#%variable-reference))])
+    (dynamic-require mpi sym)))
 
 (define stop/c (->* () (#:timeout (>=/c 0)) void?))
 (define role/c (or/c 'responder 'authorizer 'filter))
