@@ -34,7 +34,6 @@
          read-raw-params
          special-names
          current-fastcgi-request
-         response/authorized
          authorized)
 
 ;; servlet->handler : (request -> response) limits -> (fastcgi-request -> void)
@@ -462,14 +461,10 @@
              (list* #"Content-Type: " (clean mime) #"\r\n" lines)
              lines)))
 
-;; response/authorized : #:variables (listof (cons (or/c symbol string) string)) -> response
-;; The Authorizer's grant: 200 with a Variable-NAME header per variable; the front passes
-;; each to the next stage as a param. Any other response is a denial, sent to the client.
-(define (response/authorized #:variables [variables '()])
-  (authorized variables))
-
 ;; authorized : (listof (cons (or/c symbol string) string)) -> response
-;; response/authorized without keywords, for main.rkt's lazy import.
+;; response/authorized (main.rkt, which loads this module on first use): the Authorizer's
+;; grant, 200 with a Variable-NAME header per variable; the front passes each to the next
+;; stage as a param. Any other response is a denial, sent to the client.
 (define (authorized variables)
   (response 200 #"OK" (current-seconds) #f
             (for/list ([v (in-list variables)])

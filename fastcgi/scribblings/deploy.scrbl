@@ -176,8 +176,8 @@ non-idempotent POSTs keep @tt{retry-on conn-failure} only.
 
 Start the apps before HAProxy, or expect 503s at first: the checks HAProxy makes before an
 app listens fail, two failures take that host out, and with every host out HAProxy
-answers 503 itself (@tt{NOSRV} in its log) until two checks pass, about a second at
-@tt{inter 500ms rise 2}. The test starts HAProxy once the apps answer, and its load once
+answers 503 itself (@tt{NOSRV} in its log) until two checks in a row pass
+(@tt{inter 500ms rise 2}). The test starts HAProxy once the apps answer, and its load once
 answers through HAProxy have come from all three hosts.
 
 The test makes three hosts and a load balancer as network namespaces, with addresses in
