@@ -37,6 +37,7 @@
          strip-unix
          ours
          build-c!
+         build-pace!
          start-nginx!)
 
 (define-runtime-path bench-dir ".")
@@ -186,6 +187,16 @@
   (define exe (build-path dir "responder"))
   (define c-args (list "-O2" "-Wall" "-o" (path->string exe)
                        (path->string (build-path bench-dir "c-responder" "responder.c"))))
+  (log-command! gcc c-args)
+  (define-values (st out err) (run-program (string->path gcc) c-args #:timeout 120))
+  (unless (eqv? st 0) (error 'bench "gcc failed:\n~a" err))
+  exe)
+
+;; build-pace! : path -> path ; the paced load client (bench/pace/pace.c), compiled into dir
+(define (build-pace! dir)
+  (define exe (build-path dir "pace"))
+  (define c-args (list "-O2" "-Wall" "-o" (path->string exe)
+                       (path->string (build-path bench-dir "pace" "pace.c"))))
   (log-command! gcc c-args)
   (define-values (st out err) (run-program (string->path gcc) c-args #:timeout 120))
   (unless (eqv? st 0) (error 'bench "gcc failed:\n~a" err))

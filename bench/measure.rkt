@@ -6,10 +6,14 @@
          racket/string
          "../tests/integration/lib.rkt")
 (provide (struct-out load)
+         (struct-out paced)
          wrk-path
          wrk-args
          run-wrk
          parse-wrk
+         pace-args
+         run-pace
+         parse-pace
          tree-pids
          tree-memory-kb
          reset-tree-peaks!
@@ -35,6 +39,33 @@
   (unless (eqv? status 0)
     (error 'bench "wrk ~a exited with ~a: ~a" url status err))
   (parse-wrk (bytes->string/utf-8 out #\?)))
+
+;; A paced run (bench/pace/pace.c): the rate asked (req/s), the requests due in the
+;; measured part, those answered 200, the errors (other answers, closed connections,
+;; answers that never came), the answered requests per second, and the latency
+;; percentiles and maximum in ms, each counted from when its request was due.
+(struct paced (asked due answered errors rate p50 p90 p99 p999 max) #:transparent)
+
+;; pace-args : natural string natural natural natural -> (listof string)
+;; 64 connections: enough to keep a rate near a backend's peak going through a stall of
+;; a few milliseconds without the client itself running out of connections.
+(define (pace-args port path rate seconds warmup)
+  (list (number->string port) path (number->string rate) "64"
+        (number->string seconds) (number->string warmup)))
+
+;; run-pace : path natural string natural natural natural -> paced
+(define (run-pace exe port path rate seconds warmup)
+  (define-values (status out err)
+    (run-program exe (pace-args port path rate seconds warmup) #:timeout (+ seconds warmup 30)))
+  (unless (eqv? status 0)
+    (error 'bench "pace at ~a req/s exited with ~a: ~a" rate status err))
+  (parse-pace rate (bytes->string/utf-8 out #\?)))
+
+;; parse-pace : natural string -> paced
+(define (parse-pace asked text)
+  (define m (regexp-match #px"^due (\\d+) answered (\\d+) errors (\\d+) rate (\\d+) p50 ([0-9.]+) p90 ([0-9.]+) p99 ([0-9.]+) p999 ([0-9.]+) max ([0-9.]+)\n$" text))
+  (unless m (error 'bench "pace printed no result line:\n~a" text))
+  (apply paced asked (map string->number (cdr m))))
 
 ;; duration->ms : string string -> real ; "512.00" "us" -> 0.512
 (define (duration->ms n unit)
@@ -132,6 +163,9 @@ END
   (check-equal? (parse-wrk sample) (load 48000.12 0.48 1.2 12.5 480000 7))
   (check-equal? (load-errors (parse-wrk (regexp-replace* #rx"  (Socket|Non)[^\n]*\n" sample ""))) 0)
   (check-exn #rx"no Requests/sec" (λ () (parse-wrk "garbage")))
+  (check-equal? (parse-pace 20000 "due 100000 answered 99990 errors 10 rate 19998 p50 0.152 p90 0.213 p99 0.570 p999 2.111 max 4.457\n")
+                (paced 20000 100000 99990 10 19998 0.152 0.213 0.570 2.111 4.457))
+  (check-exn #rx"no result line" (λ () (parse-pace 1 "pace: connect: refused\n")))
   (check-equal? (car (tree-pids (getpid))) (getpid))
   (define-values (hwm rss) (tree-memory-kb (getpid)))
   (check-true (>= hwm rss 1000)))

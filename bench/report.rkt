@@ -11,6 +11,8 @@
          "measure.rkt")
 (provide (struct-out row)
          measured?
+         rps
+         (struct-out pace-row)
          (struct-out upload-row)
          (struct-out many-result)
          (struct-out outcome)
@@ -35,14 +37,19 @@
 ;; before and with them.
 (struct many-result (key label conns answered rss0 rss1 sockets0 sockets1 note) #:transparent)
 
+;; A backend paced at one rate (the latency scenario): its key and label, its peak
+;; (req/s, #f when unknown), which rate this is ('common: the run's common rate; 'half and
+;; 'high: 50% and 90% of its own peak), the paced result (#f when not measured), and a note.
+(struct pace-row (key label peak kind result note) #:transparent)
+
 ;; A run: when and where, the mode ("full" or "quick"), wrk's duration and warm-up, the
 ;; number of rounds of the hello-world rows, the
 ;; tables (hello25 hello100 large cpu: rows; upload: upload-rows; many: many-results;
-;; any of them '() when not run), whether --workers existed, the commands run (a list
-;; of strings), the configuration files (an alist of title and text), the versions (an
-;; alist), and the trampoline section's text or #f.
+;; latency: pace-rows; any of them '() when not run), whether --workers existed, the
+;; commands run (a list of strings), the configuration files (an alist of title and
+;; text), the versions (an alist), and the trampoline section's text or #f.
 (struct outcome (date cores mode duration warmup rounds
-                 hello25 hello100 large upload cpu many
+                 hello25 hello100 large upload cpu many latency
                  workers? commands configs versions trampoline)
   #:transparent)
 
@@ -294,6 +301,36 @@
                         (~a (or (many-result-sockets0 m) "-"))
                         (~a (or (many-result-sockets1 m) "-"))
                         (many-result-note m))))))
+  (unless (null? (outcome-latency o))
+    (say "\n## Latency at a fixed rate\n\n"
+         "The closed-loop rows above measure latency at full load, where it is mostly queueing. "
+         "Here bench/pace/pace.c sends `GET /` through nginx on 64 keep-alive connections at a "
+         "fixed rate, open loop: request k is due at k / rate seconds whatever happened to "
+         "the ones before it, and its latency counts from then, so a stall of the backend "
+         "shows in full (a closed-loop client stops sending during a stall and never times "
+         "the requests it would have sent). Each backend is paced at one rate common to all "
+         "(half the lowest peak below, so every backend can sustain it), then at 50% and 90% "
+         "of its own peak: the req/s of its row at 25 connections in this run. 1 s of "
+         "warm-up, then the measured seconds; a request not answered 200 (or not at all, 5 s "
+         "after the last one was due) is an error.\n\n"
+         (latency-notes (outcome-latency o))
+         (table (list "backend" "rate" "asked req/s" "answered req/s" "p50 ms" "p90 ms" "p99 ms"
+                      "p99.9 ms" "max ms" "errors" "note")
+                (for/list ([r (in-list (sort-latency (outcome-latency o)))])
+                  (define p (pace-row-result r))
+                  (append
+                   (list (pace-row-label r)
+                         (case (pace-row-kind r)
+                           [(common) "common"]
+                           [(half) "50% of its peak"]
+                           [(high) "90% of its peak"]))
+                   (if p
+                       (list (fmt-num (paced-asked p)) (fmt-num (paced-rate p))
+                             (fmt-ms (paced-p50 p)) (fmt-ms (paced-p90 p)) (fmt-ms (paced-p99 p))
+                             (fmt-ms (paced-p999 p)) (fmt-ms (paced-max p))
+                             (number->string (paced-errors p)))
+                       (list "-" "-" "-" "-" "-" "-" "-" "-"))
+                   (list (pace-row-note r)))))))
   (when (outcome-trampoline o)
     (say "\n<!-- bench/trampoline-results.md, included verbatim -->\n\n" (outcome-trampoline o) "\n"))
   (when (file-exists? optimisations-file)
@@ -309,6 +346,29 @@
   (call-with-output-file file #:exists 'truncate
     (λ (port) (write-string (get-output-string out) port)))
   (void))
+
+;; sort-latency : (listof pace-row) -> (listof pace-row) ; the common rate first
+(define (sort-latency rows)
+  (append (filter (λ (r) (eq? (pace-row-kind r) 'common)) rows)
+          (filter (λ (r) (not (eq? (pace-row-kind r) 'common))) rows)))
+
+;; latency-notes : (listof pace-row) -> string
+;; The common rate, and p99 of ours raw against the C responder's there, when both ran.
+(define (latency-notes rows)
+  (define (common key)
+    (define r (findf (λ (r) (and (eq? (pace-row-key r) key) (eq? (pace-row-kind r) 'common))) rows))
+    (and r (pace-row-result r) (zero? (paced-errors (pace-row-result r))) (pace-row-result r)))
+  (define c (common 'c-unix-keep))
+  (define ours (common 'ours-raw-keep))
+  (define any (for/first ([r (in-list rows)] #:when (and (eq? (pace-row-kind r) 'common) (pace-row-result r)))
+                (pace-row-result r)))
+  (string-append
+   (if any (format "The common rate of this run: ~a req/s. " (fmt-num (paced-asked any))) "")
+   (if (and c ours (positive? (paced-p99 c)))
+       (format "At that rate, p99 of ours raw / the C responder's: ~a (~a ms / ~a ms).\n\n"
+               (~r (/ (paced-p99 ours) (paced-p99 c)) #:precision 2)
+               (fmt-ms (paced-p99 ours)) (fmt-ms (paced-p99 c)))
+       (if any "\n\n" ""))))
 
 ;; ---------------------------------------------------------------------------------------
 ;; The chart.

@@ -47,7 +47,7 @@
   (let ([v (getenv "BENCH_ONLY")])
     (and v (map string->symbol (string-split v ",")))))
 
-;; selected? : symbol -> boolean ; a hello row's key, or large, upload, cpu, many
+;; selected? : symbol -> boolean ; a hello row's key, or large, upload, cpu, many, latency
 (define (selected? name)
   (or (not only) (and (memq name only) #t)))
 
@@ -213,8 +213,16 @@
 (define hello-servlet "examples/hello.rkt")
 (define bench-raw "bench/apps/bench-raw.rkt")
 
-;; hello-specs : path addrs boolean -> (listof spec)
+;; hello-specs : path addrs -> (listof spec) ; the rows this run measures
 (define (hello-specs dir a)
+  (filter (λ (s) (and (selected? (spec-key s))
+                      (or (not (quick?))
+                          (memq (spec-key s) '(ceiling c-unix-keep c-unix-close php-keep ours-raw-keep
+                                               ours-raw-close ours-servlet-keep)))))
+          (all-hello-specs dir a)))
+
+;; all-hello-specs : path addrs -> (listof spec)
+(define (all-hello-specs dir a)
   (define workers? (features-workers? (current-features)))
   (define php (peer "php-fpm" php-fpm
                     (list "-F" "-R" "-y" (path->string (build-path dir "php-fpm.conf")))
@@ -261,11 +269,7 @@
             (list (ours hello-raw (addrs-ours a) '("--workers" "1"))) no-workers)
      (hello 'ours-raw-workers-2 "ours raw, unix, keep-conn, --workers 2" "ours_unix_keep"
             (list (ours hello-raw (addrs-ours a) '("--workers" "2"))) no-workers)))
-  (filter (λ (s) (and (selected? (spec-key s))
-                      (or (not (quick?))
-                          (memq (spec-key s) '(ceiling c-unix-keep c-unix-close php-keep ours-raw-keep
-                                               ours-raw-close ours-servlet-keep)))))
-          all))
+  all)
 
 ;; ---------------------------------------------------------------------------------------
 ;; Scenarios beyond hello world.
@@ -403,6 +407,66 @@
                      "RSS grew less than 1 KiB a connection: they fit in memory the process already held"]
                     [else ""]))))))))
 
+;; latency-keys : the backends of the latency scenario, by their hello-world row
+(define latency-keys '(c-unix-keep php-keep ours-raw-keep ours-servlet-keep))
+
+;; latency-rows : path (hash string front) addrs (listof row) path -> (listof pace-row)
+;; BENCH.md's tail latency below the peak: each backend paced open loop (pace.c) at the
+;; run's common rate, half the lowest peak, then at 50% and 90% of its own peak. A peak is
+;; the req/s of the backend's hello row at 25 connections in this run; a backend whose row
+;; was not measured (BENCH_ONLY) gets its peak from a wrk run here first.
+(define (latency-rows dir fronts a hello25 pace-exe)
+  (define specs (filter (λ (s) (memq (spec-key s) latency-keys)) (all-hello-specs dir a)))
+  (define (url-port s) (front-port (hash-ref fronts (spec-front s))))
+  (define peaks
+    (for/list ([s (in-list specs)])
+      (or (rps hello25 (spec-key s))
+          (with-handlers ([exn:fail? (λ (e) (say "~a, peak: FAILED: ~a" (spec-label s) (exn-message e)) #f)])
+            (call-with-peers
+             dir (spec-peers s)
+             (λ (procs)
+               (wait-until 30 (format "~a to answer" (spec-label s))
+                           (λ () (answers? (url-port s) "/" hello-body)))
+               (define url (format "http://127.0.0.1:~a/" (url-port s)))
+               (run-wrk url 25 (warmup))
+               (log-command! wrk-path (wrk-args url 25 (duration)))
+               (define l (run-wrk url 25 (duration)))
+               (and (zero? (load-errors l)) (load-rps l))))))))
+  (define known (filter values peaks))
+  (define common (and (pair? known) (inexact->exact (round (* 0.5 (apply min known))))))
+  (append*
+   (for/list ([s (in-list specs)] [peak (in-list peaks)])
+     (define kinds
+       (filter values
+               (list (and common (cons 'common common))
+                     (and peak (cons 'half (inexact->exact (round (* 0.5 peak)))))
+                     (and peak (cons 'high (inexact->exact (round (* 0.9 peak))))))))
+     (define (rows-with note)
+       (for/list ([k (in-list (if (null? kinds) '((half . 0)) kinds))])
+         (pace-row (spec-key s) (spec-label s) peak (car k) #f note)))
+     (cond
+       [(null? kinds) (rows-with "no peak measured")]
+       [else
+        (with-handlers ([exn:fail? (λ (e)
+                                     (say "~a, latency: FAILED: ~a" (spec-label s) (exn-message e))
+                                     (rows-with (format "failed: ~a" (string-replace (exn-message e) "\n" " "))))])
+          (call-with-peers
+           dir (spec-peers s)
+           (λ (procs)
+             (define port (url-port s))
+             (wait-until 30 (format "~a to answer" (spec-label s)) (λ () (answers? port "/" hello-body)))
+             (run-wrk (format "http://127.0.0.1:~a/" port) 25 (warmup))
+             (for/list ([k (in-list kinds)])
+               (log-command! (path->string pace-exe) (pace-args port "/" (cdr k) (duration) 1))
+               (define p (run-pace pace-exe port "/" (cdr k) (duration) 1))
+               (say "~a at ~a req/s: p50 ~a p99 ~a max ~a ms, ~a errors"
+                    (spec-label s) (cdr k) (paced-p50 p) (paced-p99 p) (paced-max p) (paced-errors p))
+               (pace-row (spec-key s) (spec-label s) peak (car k) p
+                         (cond
+                           [(positive? (paced-errors p)) "some requests went wrong"]
+                           [(< (paced-rate p) (* 0.98 (cdr k))) "the rate asked was not sustained"]
+                           [else ""]))))))]))))
+
 ;; ---------------------------------------------------------------------------------------
 ;; The run.
 
@@ -419,6 +483,7 @@
    "fcgib"
    (λ (dir)
      (build! dir)
+     (define pace-exe (build-pace! dir))
      (write-files! dir)
      (define ports (free-ports 21))
      (define a (addrs (format "unix:~a" (build-path dir "c.sock"))
@@ -460,10 +525,11 @@
               (list (many-connections dir a 1000 'c "C responder" (c-peer dir (addrs-c-unix a)))
                     (many-connections dir a 1000 'ours "ours raw, one process" (ours hello-raw (addrs-ours a))))
               '()))
+        (define latency (if (scenario? 'latency) (latency-rows dir fronts a (at 0) pace-exe) '()))
         (define trampoline (build-path bench-dir "trampoline-results.md"))
         (outcome (parameterize ([date-display-format 'iso-8601]) (date->string (current-date) #t))
                  (processor-count) (if (quick?) "quick" "full") (duration) (warmup) (rounds)
-                 (at 0) (at 1) large upload cpu many
+                 (at 0) (at 1) large upload cpu many latency
                  (features-workers? (current-features)) (logged-commands)
                  (append
                   (list (cons "nginx.conf" (file->string (build-path dir "nginx.conf")))
