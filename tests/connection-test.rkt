@@ -627,6 +627,23 @@
         (check-hostile (record->bytes 'begin-request 1 (make-bytes n 1))
                        #rx"protocol error.*content length")))
 
+    (test-case "3 and 4 from the header alone: closed at once, the declared content not awaited"
+      ;; Only the 8-byte header, declaring 65535 bytes of content that never come: the
+      ;; header is enough to refuse the record, so the server closes within the 3 s that
+      ;; check-hostile waits (first-byte-timeout is 10 s) and grows no buffer for it.
+      (for ([type '(stdin params data)])
+        (check-hostile (record-header type 1 65535 0) #rx"protocol error.*before any BEGIN_REQUEST"))
+      (check-hostile (record-header 'begin-request 0 8 0) #rx"protocol error.*id 0")
+      (check-hostile (record-header 'begin-request 1 65535 255) #rx"protocol error.*content length 65535")
+      ;; after a request was served on the connection too
+      (with-peer path
+        (λ (p)
+          (peer-send! p (request-bytes 1 #:params (params "A" "1")))
+          (check-equal? (cgi-status (answer-stdout (peer-answer p 1))) 200)
+          (peer-send! p (record-header 'begin-request 2 60000 0))
+          (check-true (peer-eof? p 3))))
+      (check-logged #rx"protocol error.*content length 60000"))
+
     (test-case "6: a second BEGIN_REQUEST for a live id: closed"
       (check-hostile (bytes-append (begin-bytes 1) (record->bytes 'params 1 #"\1\1ab") (begin-bytes 1))
                      #rx"protocol error.*second BEGIN_REQUEST"))

@@ -288,6 +288,30 @@
   (check-equal? (decoder-next! d) (record 'params 9 #"abc"))
   (check-false (decoder-next! d)))
 
+(test-case "decoder-header-problem: what the header alone refuses, before any content"
+  (define (problem header begun?)
+    (define d (make-decoder))
+    (decoder-feed! d header)
+    (decoder-header-problem d begun?))
+  (check-false (problem #"\1\5\0\1\377" #f) "a partial header shows nothing yet")
+  (for ([type '(params stdin data abort-request)])
+    (check-equal? (problem (record-header type 1 65535 0) #f)
+                  (format "~a record before any BEGIN_REQUEST" type))
+    (check-false (problem (record-header type 1 65535 0) #t)))
+  (check-equal? (problem (record-header 'begin-request 0 8 0) #f) "BEGIN_REQUEST with request id 0")
+  (check-equal? (problem (record-header 'begin-request 3 65535 255) #t) "BEGIN_REQUEST with content length 65535")
+  (check-equal? (problem (record-header 'begin-request 3 0 0) #f) "BEGIN_REQUEST with content length 0")
+  (for ([header (list (record-header 'begin-request 3 8 0) (record-header 'get-values 0 500 0)
+                      (record-header 200 0 9000 0) (record-header 'end-request 1 8 0))])
+    (check-false (problem header #f) (format "~s" header)))
+  ;; the next record's header, after a whole one
+  (define d (make-decoder))
+  (decoder-feed! d (bytes-append (record->bytes 'begin-request 1 (begin-request-content 'responder #t))
+                                 (record-header 'begin-request 1 9 0)))
+  (check-false (decoder-header-problem d #f) "the whole record comes first")
+  (check-equal? (decoder-view! d) 'begin-request)
+  (check-equal? (decoder-header-problem d #t) "BEGIN_REQUEST with content length 9"))
+
 (test-case "records: decoder-read! from a port"
   (define bs (bytes-append (record->bytes 'stdin 1 (make-bytes 40000 3))
                            (record->bytes 'data 2 #"x")))

@@ -221,6 +221,8 @@
             [(and r (request-input-done? r))
              (if (run-inline! c st r) (loop) #f)]
             [else (loop)])])]
+      [(and (not (conn-closing? c)) (decoder-header-problem d (rd-begun? st)))
+       => (λ (problem) (protocol-close! c problem) #t)]
       [else
        ;; the pending request's input goes on: its handler needs the reader
        (start-pending! c)

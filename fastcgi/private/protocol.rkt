@@ -20,7 +20,7 @@
          ;; decoding
          make-decoder decoder? decoder-read! decoder-fill! decoder-shrink! decoder-next! decoder-take!
          decoder-view! decoder-buf decoder-id decoder-content-start decoder-content-end
-         decoder-content-length decoder-content
+         decoder-content-length decoder-content decoder-header-problem
          decoder-feed!
          decoder-buffered
          parse-begin-request parse-end-request parse-unknown-type
@@ -225,6 +225,28 @@
         (set-decoder-content-start! d (+ s header-length))
         (set-decoder-content-end! d (+ s header-length clen))
         (type->symbol (bytes-ref buf (+ s 1)))])]))
+
+;; decoder-header-problem : decoder boolean -> (or/c #f string)
+;; When the next record's header has arrived (its content not yet, or decoder-view! would
+;; have taken it): a protocol error that the header alone shows, so that the reader
+;; closes at once instead of waiting for, and buffering, up to 64 KiB of content it would
+;; refuse (HOSTILE.md items 3 and 4): a stream record or ABORT_REQUEST before any
+;; BEGIN_REQUEST (begun?: one came), a BEGIN_REQUEST with request id 0 or with a content
+;; length other than 8. The messages are the reader's own for the same errors.
+(define (decoder-header-problem d begun?)
+  (define buf (decoder-buf d))
+  (define s (decoder-start d))
+  (and (>= (- (decoder-end d) s) header-length)
+       (let ([type (type->symbol (bytes-ref buf (+ s 1)))]
+             [id (+ (* 256 (bytes-ref buf (+ s 2))) (bytes-ref buf (+ s 3)))]
+             [clen (+ (* 256 (bytes-ref buf (+ s 4))) (bytes-ref buf (+ s 5)))])
+         (cond
+           [(and (not begun?) (memq type '(params stdin data abort-request)))
+            (format "~a record before any BEGIN_REQUEST" type)]
+           [(not (eq? type 'begin-request)) #f]
+           [(zero? id) "BEGIN_REQUEST with request id 0"]
+           [(not (= clen 8)) (format "BEGIN_REQUEST with content length ~a" clen)]
+           [else #f]))))
 
 ;; decoder-content-length : decoder -> natural ; of the record decoder-view! took last
 (define (decoder-content-length d) (- (decoder-content-end d) (decoder-content-start d)))
