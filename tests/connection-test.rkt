@@ -680,5 +680,22 @@
       (with-peer path
         (λ (p)
           (peer-send! p (record->bytes 200 0 #""))
-          (check-equal? (record-content (peer-read-record p)) #"\310\0\0\0\0\0\0\0")))
+          (check-equal? (record-content (peer-read-record p)) #"\310\0\0\0\0\0\0\0")
+          ;; types an application sends, or a stream's, on id 0 (a management record):
+          ;; not understood as management records, so answered too, as libfcgi does
+          (peer-send! p (request-bytes 1 #:params (params "A" "1")))
+          (check-equal? (cgi-status (answer-stdout (peer-answer p 1))) 200)
+          (for ([type '(stdout stderr end-request get-values-result unknown-type params stdin data abort-request)])
+            (peer-send! p (record->bytes type 0 (make-bytes 8 0)))
+            (define rec (peer-read-record p))
+            (check-equal? (record-type rec) 'unknown-type (format "~a" type))
+            (check-equal? (record-id rec) 0)
+            (check-equal? (record-content rec) (unknown-type-content type) (format "~a" type)))
+          ;; on a live id, an unknown type is skipped and the request goes on
+          (peer-send! p (begin-bytes 2) (record->bytes 200 2 #"xyz")
+                      (stream->bytes 'params 2 (pairs->bytes (params "B" "2")))
+                      (stream->bytes 'stdin 2 #""))
+          (define a (peer-answer p 2))
+          (check-has #rx#"B=2" (answer-stdout a))
+          (check-equal? (peer-extras p) '())))
       (check-good-request path))))

@@ -326,6 +326,7 @@
      (define r (table-ref reqs id #f))
      (cond
        [(not begun?) (format "~a record before any BEGIN_REQUEST" type)]
+       [(zero? id) (unknown-type! c type)]
        [(not r) #f]                     ; not live: skip (its content is already consumed)
        [(eq? type 'params) (params! c r d)]
        [(eq? type 'abort-request)
@@ -338,9 +339,15 @@
        [(zero? id) (get-values! c (decoder-content d))]
        [else #f])]
     [else
-     (when (and (exact-integer? type) (zero? id))
-       (conn-send! c (record->bytes 'unknown-type 0 (unknown-type-content type))))
-     #f]))
+     (if (zero? id) (unknown-type! c type) #f)]))
+
+;; unknown-type! : conn (or/c symbol byte) -> #f
+;; A management record (request id 0) of any type but GET_VALUES, which the application
+;; does not understand as one: answered UNKNOWN_TYPE, as libfcgi does (an unknown type
+;; number, or one only an application sends, such as STDOUT).
+(define (unknown-type! c type)
+  (conn-send! c (record->bytes 'unknown-type 0 (unknown-type-content type)))
+  #f)
 
 ;; begin-request! : conn natural bytes -> (or/c #f string)
 (define (begin-request! c id content)

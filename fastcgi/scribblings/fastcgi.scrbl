@@ -1323,9 +1323,11 @@ The server implements FastCGI 1.0.
 @wire{FCGI_ABORT_REQUEST}, @wire{FCGI_PARAMS}, @wire{FCGI_STDIN}, @wire{FCGI_DATA} and
 @wire{FCGI_GET_VALUES}, and writes @wire{FCGI_STDOUT}, @wire{FCGI_STDERR},
 @wire{FCGI_END_REQUEST}, @wire{FCGI_GET_VALUES_RESULT} and @wire{FCGI_UNKNOWN_TYPE}.
-Records of other known types that an application does not expect (such as
-@wire{FCGI_STDOUT} from the front) are ignored. A record of an unknown type with request
-id 0 is answered @wire{FCGI_UNKNOWN_TYPE}; with another id it is ignored. Output records
+A record with request id 0 is a management record: one of any type but
+@wire{FCGI_GET_VALUES} (an unknown type, or one such as @wire{FCGI_STDOUT} that only an
+application sends) is answered @wire{FCGI_UNKNOWN_TYPE}, as libfcgi does;
+@wire{FCGI_BEGIN_REQUEST} with id 0 is a protocol error. With another request id, a
+record of an unknown type, or of a type the server does not read, is ignored. Output records
 are padded to a multiple of 8 bytes. The last @wire{FCGI_STDOUT} record, the empty
 record that ends the stream and the @wire{FCGI_END_REQUEST} leave in one write.
 
