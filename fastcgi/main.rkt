@@ -80,6 +80,7 @@
          #:max-concurrent exact-positive-integer?
          #:max-connections exact-positive-integer?
          #:stdin-buffer exact-positive-integer?
+         #:connection-buffer exact-positive-integer?
          #:first-byte-timeout (>/c 0)
          #:idle-timeout (>/c 0)
          #:read-timeout (>/c 0)

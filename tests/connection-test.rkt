@@ -699,3 +699,58 @@
           (check-has #rx#"B=2" (answer-stdout a))
           (check-equal? (peer-extras p) '())))
       (check-good-request path))))
+
+;; connection-buffer: what the live requests of one multiplexed connection hold together
+(with-server
+  #:limits (make-limits #:connection-buffer 200000)
+  (λ (path)
+    ;; pad : string natural -> bytes ; one PARAMS record's content: a pair of n bytes in all
+    (define (pad name n)
+      (pairs->bytes (list (cons name (make-bytes (- n (bytes-length name) 4 1) 120)))))
+
+    (test-case "params past connection-buffer: OVERLOADED for the request that goes past, the others go on"
+      (with-peer path
+        (λ (p)
+          (define runs (unbox handler-runs))
+          (peer-send! p (begin-bytes 1) (begin-bytes 2)
+                      (record->bytes 'params 1 (pad #"A" 60000))
+                      (record->bytes 'params 2 (pad #"B" 60000))
+                      (record->bytes 'params 1 (pad #"C" 60000)))
+          ;; 180,000 bytes held, each request under max-params-bytes (128 KiB): 60,000 more
+          ;; for request 2 would be 240,000
+          (peer-send! p (record->bytes 'params 2 (pad #"D" 60000)))
+          (define a2 (peer-answer p 2))
+          (check-equal? (answer-protocol-status a2) 'overloaded)
+          (check-equal? (answer-stdout a2) #"")
+          (check-logged #rx"request 2 .*over 200000 bytes of input held on a multiplexed connection: OVERLOADED")
+          ;; request 2's later records are skipped; request 1 completes and is answered
+          (peer-send! p (stream->bytes 'params 2 #"") (stream->bytes 'stdin 2 #"")
+                      (stream->bytes 'params 1 #"") (stream->bytes 'stdin 1 #""))
+          (define a1 (peer-answer p 1))
+          (check-equal? (cgi-status (answer-stdout a1)) 200)
+          (check-equal? (bytes-length (cgi-body (answer-stdout a1)))
+                        (+ (bytes-length #"id=1 role=responder keep=#t\nA=\nC=\nbody=") (* 2 (- 60000 6))))
+          (check-equal? (unbox handler-runs) (add1 runs) "no handler for request 2")
+          (check-equal? (peer-extras p) '()))))
+
+    (test-case "a body past connection-buffer on a multiplexed connection: that request ended, the others go on"
+      (with-peer path
+        (λ (p)
+          ;; two handlers that read nothing of their bodies until their gates open
+          (peer-send! p (request-bytes 1 #:params (params "MODE" "wait" "GATE" "cb1" "CONTENT_LENGTH" "300000")
+                                       #:stdin #f)
+                      (request-bytes 2 #:params (params "MODE" "wait" "GATE" "cb2")))
+          (check-equal? (sort (list (next-event) (next-event)) < #:key cadr) '((started 1) (started 2)))
+          ;; 3 records of 60,000 bytes queue for request 1 (180,000 held); the fourth would
+          ;; make 240,000
+          (for ([_ 4]) (peer-send! p (record->bytes 'stdin 1 (make-bytes 60000 66))))
+          (define a1 (peer-answer p 1))
+          (check-equal? (answer-app-status a1) 1)
+          (check-equal? (answer-stdout a1) #"")
+          (check-logged #rx"request 1 .*over 200000 bytes of input held on a multiplexed connection: ended")
+          (semaphore-post (gate "cb1"))
+          (semaphore-post (gate "cb2"))
+          (check-has #rx#"waited 2" (answer-stdout (peer-answer p 2)))
+          (check-equal? (peer-extras p) '())))
+      (check-good-request path))))
+

@@ -379,6 +379,44 @@
         (check-true (< growth (* 64 1024)) (format "grew ~a kB" growth))
         (check-child-good fs))
 
+      (test-case "8 and 13: 100 live requests a connection, each with unfinished params: memory bounded"
+        ;; Each request alone stays under max-params-bytes (120,000 of 128 KiB), so only
+        ;; connection-buffer (1 MiB) bounds what the 100 of one connection hold together:
+        ;; about 8 of them keep their params, the others are answered OVERLOADED. Without
+        ;; it, the 10 connections grew the child by 183 MiB.
+        (define overloaded (box 0))
+        (define growth
+          (peak-growth-kb
+           fs
+           (λ ()
+             (define threads
+               (for/list ([c 10])
+                 (thread
+                  (λ ()
+                    (with-peer (fuzz-server-path fs)
+                      (λ (p)
+                        (define half (pairs->bytes (list (cons #"P" (make-bytes 59990 120)))))
+                        (for ([id (in-range 1 101)])
+                          (peer-send! p (begin-bytes id) (record->bytes 'params id half)
+                                      (record->bytes 'params id half)))
+                        (define ends
+                          (let loop ([acc '()])
+                            (define r (peer-read-record p 3))
+                            (if (record? r)
+                                (loop (if (eq? (record-type r) 'end-request)
+                                          (let-values ([(app proto) (parse-end-request (record-content r))])
+                                            (cons proto acc))
+                                          acc))
+                                acc)))
+                        (check-equal? (remove-duplicates ends) '(overloaded))
+                        (set-box! overloaded (+ (unbox overloaded) (length ends)))))))))
+             (for-each thread-wait threads))))
+        (printf "8 and 13: 10 connections x 100 requests x 120,000 bytes of params: peak growth ~a kB, ~a OVERLOADED\n"
+                growth (unbox overloaded))
+        (check-true (> (unbox overloaded) 800) (format "~a OVERLOADED" (unbox overloaded)))
+        (check-true (< growth (* 64 1024)) (format "grew ~a kB" growth))
+        (check-child-good fs))
+
       (test-case "13: params over the limits: 431, memory bounded"
         (define growth
           (peak-growth-kb

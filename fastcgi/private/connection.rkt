@@ -10,7 +10,9 @@
 ;; handler: a request whose buffer overflows is ended at once (the empty STDOUT if any
 ;; STDOUT left, then END_REQUEST with application status 1; its handler's reads and writes
 ;; fail from then on), and the others go on. A handler that reads nothing of a pending body
-;; for read-timeout seconds is ended the same way.
+;; for read-timeout seconds is ended the same way; so is a request whose body would take
+;; what a multiplexed connection's live requests hold past connection-buffer (and a
+;; PARAMS record that would is answered OVERLOADED): see over-connection-buffer?.
 (require ffi/unsafe/atomic
          "catch.rkt"
          "limits.rkt"
@@ -388,6 +390,14 @@
   (define len (decoder-content-length d))
   (cond
     [(not (eq? (fastcgi-request-state r) 'params)) #f]
+    [(and (positive? len) (over-connection-buffer? c len lim))
+     (log-fastcgi-warning "request ~a from ~a: over ~a bytes of input held on a multiplexed connection: OVERLOADED"
+                          (fastcgi-request-id r) (log-escape (conn-peer c)) (limits-connection-buffer lim))
+     (stat-add! (conn-server c) 'overloaded)
+     ;; never admitted: no handler, no answer of its own, its later records skipped
+     (request-finish! r 0 'overloaded #:stdout-end? #f)
+     (retire! c r)
+     #f]
     [(positive? len)
      (define size (+ (fastcgi-request-params-size r) len))
      (set-fastcgi-request-params-size! r size)
@@ -525,7 +535,7 @@
     [(eq? state 'params) (format "~a for request ~a before its PARAMS ended" type (fastcgi-request-id r))]
     [(not (eq? state (if data? 'data 'stdin))) #f]   ; a stream already ended: skip
     [(zero? len)
-     (if data? (close-output-port (fastcgi-request-data-out r)) (close-request-stdin! r))
+     (if data? (close-request-data! r) (close-request-stdin! r))
      (set-fastcgi-request-state! r (if (and (not data?) (eq? (fastcgi-request-role r) 'filter)) 'data 'running))
      #f]
     [(fastcgi-request-rejected r) #f]
@@ -540,7 +550,11 @@
         (log-fastcgi-warning "request ~a from ~a: ~a over ~a bytes: answered 413"
                              (fastcgi-request-id r) (log-escape (conn-peer c)) type cap)
         (set-fastcgi-request-rejected! r cap)
-        (if data? (close-output-port (fastcgi-request-data-out r)) (close-request-stdin! r))]
+        (if data? (close-request-data! r) (close-request-stdin! r))]
+       [(over-connection-buffer? c len lim)
+        (log-fastcgi-warning "request ~a from ~a: over ~a bytes of input held on a multiplexed connection: ended"
+                             (fastcgi-request-id r) (log-escape (conn-peer c)) (limits-connection-buffer lim))
+        (end-stalled! c r)]
        [else (feed! c r (if data? (fastcgi-request-data-out r) (request-stdin-out r))
                     (decoder-buf d) (decoder-content-start d) (decoder-content-end d) lim)])
      #f]))
@@ -580,6 +594,27 @@
             (end-stalled! c r)]
            [(eq? ready out) (loop (put! i))]
            [else (void)])]))))
+
+;; over-connection-buffer? : conn natural limits -> boolean
+;; On a multiplexed connection, whether len more bytes of input would take what its live
+;; requests hold past connection-buffer: params stored while incomplete, and body bytes
+;; queued for handlers that have not read them. Each request alone is bounded by
+;; max-params-bytes and stdin-buffer; this bounds a connection that carries up to
+;; max-requests-per-connection of them (100 of each, about 38 MiB, before). A connection
+;; with one live request at a time (nginx, Apache, lighttpd) never counts.
+(define (over-connection-buffer? c len lim)
+  (and (conn-mpx? c)
+       (> (+ len (for/sum ([r (in-list (table-values (conn-requests c)))])
+                   (+ (if (eq? (fastcgi-request-state r) 'params)
+                          (min (fastcgi-request-params-size r) (limits-max-params-bytes lim))
+                          0)
+                      (queued (fastcgi-request-stdin-out r))
+                      (queued (fastcgi-request-data-out r)))))
+          (limits-connection-buffer lim))))
+
+;; queued : any -> natural ; bytes waiting in a request's body pipe (none without one)
+(define (queued out)
+  (if (output-port? out) (pipe-content-length out) 0))
 
 ;; end-stalled! : conn request -> void
 (define (end-stalled! c r)

@@ -14,6 +14,7 @@
    max-concurrent          ; handlers running in this process            -> 503
    max-connections         ; open connections in this process        -> 64 more get 503, then the backlog
    stdin-buffer            ; bytes of body queued for one handler not yet read
+   connection-buffer       ; input held for the live requests of a multiplexed connection -> OVERLOADED / ended
    first-byte-timeout      ; seconds from accept to the first whole record -> close
    idle-timeout            ; seconds between requests on a kept connection -> close
    read-timeout            ; seconds without progress while a request's input is incomplete -> close
@@ -31,6 +32,7 @@
                      #:max-concurrent [max-concurrent 1000]
                      #:max-connections [max-connections 1024]
                      #:stdin-buffer [stdin-buffer (* 256 1024)]
+                     #:connection-buffer [connection-buffer (* 1024 1024)]
                      #:first-byte-timeout [first-byte-timeout 10]
                      #:idle-timeout [idle-timeout 120]
                      #:read-timeout [read-timeout 30]
@@ -39,7 +41,7 @@
                      #:max-queue-delay [max-queue-delay #f]
                      #:drain-timeout [drain-timeout 2])
   (limits max-params-bytes max-params-pairs max-body max-requests-per-connection
-          max-concurrent max-connections stdin-buffer first-byte-timeout idle-timeout
+          max-concurrent max-connections stdin-buffer connection-buffer first-byte-timeout idle-timeout
           read-timeout write-timeout request-timeout max-queue-delay drain-timeout))
 
 (define default-limits (make-limits))

@@ -25,6 +25,7 @@
          set-handler-request!
          request-stdin-out
          close-request-stdin!
+         close-request-data!
          request-body-empty?
          (struct-out exn:fail:fastcgi:aborted)
          (struct-out exn:fail:fastcgi:body)
@@ -64,7 +65,8 @@
       [status #:mutable]          ; status of the answer, for the access log
       [bytes-out #:mutable]
       [handler #:mutable]         ; the handler's thread, once it runs
-      [broken-ms #:mutable]))     ; when the request timeout broke the handler, or #f
+      [broken-ms #:mutable]       ; when the request timeout broke the handler, or #f
+      [pipes #:mutable]))         ; boxes of the body pipes' reading ends (make-body-pipe)
 
 (define header-room 8)
 (define max-chunk 65528)
@@ -84,7 +86,7 @@
     (fastcgi-request id role keep-conn? '() #f #f #f #f
                      (guard-evt (λ () (ensure-reader! c) (semaphore-peek-evt sema))) (conn-peer c)
                      c sema #f #f (now-ms)
-                     #f 'params #f '() 0 0 0 #f header-room #f #f 0 #f #f))
+                     #f 'params #f '() 0 0 0 #f header-room #f #f 0 #f #f '()))
   (when (eq? role 'filter)
     (define-values (data data-out) (make-body-pipe r limit))
     (set-fastcgi-request-data! r data)
@@ -147,6 +149,11 @@
   (end-atomic)
   (when (output-port? out) (close-output-port out)))
 
+;; close-request-data! : request -> void ; a Filter's DATA has ended (or the request has)
+(define (close-request-data! r)
+  (define out (fastcgi-request-data-out r))
+  (when (output-port? out) (close-output-port out)))
+
 ;; request-body-empty? : request -> boolean
 ;; STDIN ended with no byte before anyone asked for the pipe (a GET): an adapter can read
 ;; the body from an empty port and spare the pipe.
@@ -170,16 +177,21 @@
 
 ;; make-body-pipe : request natural -> (values input-port output-port)
 ;; A pipe of at most `limit` bytes. Its reading end fails once the request is aborted, and
-;; at the end of a body that the reader cut off because it went over a limit.
+;; at the end of a body that the reader cut off because it went over a limit. The pipe is
+;; reached through a box that request-abort! empties: what was queued and never read goes
+;; with the request, even while its handler (which may hold the port) runs on.
 (define (make-body-pipe r limit)
   (define-values (in out) (make-pipe limit))
   (define abort-evt (semaphore-peek-evt (fastcgi-request-abort-sema r)))
+  (define pipe (box in))
+  (set-fastcgi-request-pipes! r (cons pipe (fastcgi-request-pipes r)))
   (values
    (make-input-port
     'fastcgi-stdin
     (λ (bs)
+      (define in (unbox pipe))
       (cond
-        [(sync/timeout 0 abort-evt)
+        [(or (not in) (sync/timeout 0 abort-evt))
          (raise (exn:fail:fastcgi:aborted "read: request aborted" (current-continuation-marks)))]
         [else
          (define n (read-bytes-avail!* bs in))
@@ -480,7 +492,7 @@
     (conn-send! c buf start (+ at2 16))
     (semaphore-post (fastcgi-request-abort-sema r))
     (close-request-stdin! r)
-    (when (fastcgi-request-data-out r) (close-output-port (fastcgi-request-data-out r))))
+    (close-request-data! r))
   first?)
 
 ;; mark-done! : request -> boolean ; #t for the one caller that ends the request
@@ -516,8 +528,19 @@
   (when first?
     (semaphore-post (fastcgi-request-abort-sema r))
     (close-request-stdin! r)
-    (when (fastcgi-request-data-out r) (close-output-port (fastcgi-request-data-out r))))
+    (close-request-data! r)
+    (release-pipes! r))
   first?)
+
+;; release-pipes! : request -> void
+;; The body pipes of an aborted request are dropped with what they still hold (their
+;; reads fail from now on): the connection's reader keeps nothing of them either.
+(define (release-pipes! r)
+  (start-atomic)
+  (for ([b (in-list (fastcgi-request-pipes r))]) (set-box! b #f))
+  (when (output-port? (fastcgi-request-stdin-out r)) (set-fastcgi-request-stdin-out! r 'closed))
+  (set-fastcgi-request-data-out! r #f)
+  (end-atomic))
 
 ;; request-respond-status! : request natural string -> boolean
 ;; Answer with a bare status page (413, 431, 500, 503...) unless output already left,

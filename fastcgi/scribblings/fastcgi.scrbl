@@ -422,8 +422,9 @@ The options, grouped and described as @DFlag{help} prints them, then notes:
 A @nonterm{size} is a number of bytes, optionally followed by @tt{k}, @tt{m} or @tt{g}
 (either case) for KiB, MiB or GiB: @tt{512k}, @tt{64m}. A @nonterm{secs} is a positive
 number, and @nonterm{n} a positive integer. The limit options set the fields of the same
-name described in @secref["limits"] in every worker; @racket[#:stdin-buffer] and
-@racket[#:drain-timeout] keep their defaults under @exec{raco fastcgi serve}. A bad value
+name described in @secref["limits"] in every worker; @racket[#:stdin-buffer],
+@racket[#:connection-buffer] and @racket[#:drain-timeout] keep their defaults under
+@exec{raco fastcgi serve}. A bad value
 stops the command with one error line before any worker starts.
 
 @subsection[#:tag "dev"]{@exec{raco fastcgi dev}}
@@ -848,6 +849,7 @@ used and a warning is logged.
           [#:max-concurrent max-concurrent exact-positive-integer? 1000]
           [#:max-connections max-connections exact-positive-integer? 1024]
           [#:stdin-buffer stdin-buffer exact-positive-integer? (* 256 1024)]
+          [#:connection-buffer connection-buffer exact-positive-integer? (* 1024 1024)]
           [#:first-byte-timeout first-byte-timeout (>/c 0) 10]
           [#:idle-timeout idle-timeout (>/c 0) 120]
           [#:read-timeout read-timeout (>/c 0) 30]
@@ -1223,6 +1225,15 @@ not run.
   (row @racket[#:stdin-buffer] @elem{256 KiB}
        @elem{Body bytes queued for one handler and not yet read. What happens when it is
              full is the flow rule (@secref["flow"]).})
+  (row @racket[#:connection-buffer] @elem{1 MiB}
+       @elem{On a connection that has carried two live requests at once (multiplexing):
+             the input held for all its live requests together, that is params not yet
+             complete and body bytes their handlers have not read. A @wire{PARAMS} record
+             that would go past it ends its request with @wire{END_REQUEST}
+             @wire{FCGI_OVERLOADED} (no handler runs); a @wire{STDIN} or @wire{DATA}
+             record, as the flow rule ends a request whose buffer overflows. A
+             connection with one request at a time is bounded by
+             @racket[#:max-params-bytes] and @racket[#:stdin-buffer] alone.})
   (row @racket[#:first-byte-timeout] @elem{10 s}
        @elem{The connection is closed when its first whole record has not arrived within
              this time after it is accepted (bytes trickling in do not extend it).})
@@ -1404,7 +1415,9 @@ connection decodes the records and feeds the buffers.
  @item{When other requests are live on the same connection, the reader never waits for
        one handler: a request whose buffer overflows is ended at once with an
        @wire{END_REQUEST} (application status 1, no answer of its own), and the other
-       requests go on.}
+       requests go on. So is one whose body would take what the connection's live
+       requests hold past @racket[#:connection-buffer]. What an ended request had queued
+       is dropped with it, even while its handler runs on (its reads fail).}
  @item{A handler that reads nothing of a pending body for @racket[#:read-timeout]
        seconds has its request ended in the same way. (The reader receives nothing
        from the front meanwhile, so the connection's own @racket[#:read-timeout] can
@@ -1432,7 +1445,11 @@ a socket, or a socket a live server is using, is never removed (@secref["address
 
 @bold{Limits.} Every size and count has a bounded default, and so has every wait
 except a handler's own running time, which @racket[#:request-timeout] bounds only when
-it is set (@secref["limits"]).
+it is set (@secref["limits"]). The input a process holds for requests whose handlers
+have not read it is at most about @racket[#:max-connections] times the larger of
+@racket[#:connection-buffer] and @racket[#:max-params-bytes] plus
+@racket[#:stdin-buffer]: about 1 GiB with the defaults, whatever a peer sends, however
+many requests it multiplexes on a connection.
 Lengths read from the wire are checked against the bytes actually present before
 anything is allocated. For servlets, @racketmodname[web-server]'s form and multipart
 limits apply as well (@secref["servlets"]).
