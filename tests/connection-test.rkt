@@ -493,6 +493,27 @@
                                        #:stdin (make-bytes 10 65)))
           (check-has #rx#"body=AAAAAAAAAA$" (answer-stdout (peer-answer p 3))))))
 
+    (test-case "a body over the limits before its handler ran: 413, even for a handler that would not read it"
+      ;; MODE=size answers without reading its body: it is not run
+      (define warnings (make-log-receiver fastcgi-logger 'warning))
+      (with-peer path
+        (λ (p)
+          (define runs (unbox handler-runs))
+          (peer-send! p (request-bytes 1 #:params (params "MODE" "size" "N" "5" "CONTENT_LENGTH" "10")
+                                       #:stdin (make-bytes 20 1)))
+          (check-status (peer-answer p 1) 413)
+          (peer-send! p (request-bytes 2 #:params (params "MODE" "size" "N" "5") #:stdin (make-bytes 2000 1)))
+          (check-status (peer-answer p 2) 413)
+          (check-equal? (unbox handler-runs) runs "no handler ran")
+          (check-true (for/or ([_ 20])
+                        (define v (sync/timeout 1 warnings))
+                        (and v (regexp-match? #rx"request 2 .*stdin over 1000 bytes: answered 413" (vector-ref v 1))))
+                      "the 413 is logged")
+          (peer-send! p (request-bytes 3 #:params (params "MODE" "size" "N" "5" "CONTENT_LENGTH" "10")
+                                       #:stdin (make-bytes 10 65)))
+          (check-status (peer-answer p 3) 200)
+          (check-equal? (unbox handler-runs) (add1 runs)))))
+
     (test-case "max-requests-per-connection: OVERLOADED for the one too many"
       (with-peer path
         (λ (p)

@@ -670,9 +670,14 @@
   (set-handler-request! r)
   (current-error-port handler-error-port)
   (define failure
-    (catch-all box
-      (parameterize-break #t ((server-handler srv) r))
-      #f))
+    (if (fastcgi-request-rejected r)
+        ;; its body already went over max-body or its CONTENT_LENGTH (body!): a handler
+        ;; that would not read it could still answer as if it fit, so none runs
+        (box (exn:fail:fastcgi:body "body over the limit before the handler ran"
+                                    (current-continuation-marks)))
+        (catch-all box
+          (parameterize-break #t ((server-handler srv) r))
+          #f)))
   (set-handler-request! #f)
   (parameterize-break #f
     ;; the handler is done: its slot is free before the answer leaves, so a front that

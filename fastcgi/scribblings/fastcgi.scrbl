@@ -1206,7 +1206,9 @@ not run.
        @elem{413: before the handler runs when @wire{CONTENT_LENGTH} is larger; when the
              body itself grows past the limit (or past its @wire{CONTENT_LENGTH}), the
              handler's read raises @racket[exn:fail:fastcgi:body] and an uncaught one is
-             answered 413. Also @racket[#:max-request-body-length] for servlets.})
+             answered 413; a handler that has not started by then (its body came whole
+             before it ran, the usual case behind nginx) is not run, and the answer is
+             413. Also @racket[#:max-request-body-length] for servlets.})
   (row @racket[#:max-requests-per-connection] @elem{100}
        @elem{@wire{END_REQUEST} with protocol status @wire{FCGI_OVERLOADED} for a
              @wire{BEGIN_REQUEST} while this many requests are live on its connection.
