@@ -288,6 +288,29 @@
                  (λ () (andmap (λ (w) (= 2 (hash-ref w 'generation))) (board-workers p))))
      (for ([_ (in-range 10)]) (check-regexp-match #rx"^v2 " (body-of (get p "/")))))))
 
+(test-case "SIGHUP with slow requests in flight: they complete on the old code, the new code answers after"
+  (call-with-pool
+   '("--workers" "2")
+   (λ (p)
+     (check-regexp-match #rx"^v1 " (body-of (get p "/")))
+     (define results (for/list ([_ (in-range 3)])
+                       (let ([ch (make-channel)])
+                         (thread (λ () (channel-put ch (with-handlers ([exn:fail? exn-message])
+                                                         (define r (get p "/slow/2500" #:timeout 20))
+                                                         (list (http-response-status r) (body-of r))))))
+                         ch)))
+     (sleep 0.7)
+     (display-to-file (app-source "v2") (pool-app p) #:exists 'truncate)
+     (check-true (send-signal! (proc-pid (pool-manager p)) SIGHUP))
+     (for ([ch (in-list results)])
+       (define r (sync/timeout 15 ch))
+       (check-equal? (and (pair? r) (car r)) 200 (format "~s" r))
+       (check-regexp-match #rx"^slow v1 " (if (pair? r) (cadr r) "") "answered by the old generation"))
+     (wait-until 30 "reload done" (λ () (= 1 (hash-ref (board p) 'reloads 0))))
+     (wait-until 30 "old generation gone"
+                 (λ () (andmap (λ (w) (= 2 (hash-ref w 'generation))) (board-workers p))))
+     (check-regexp-match #rx"^v2 " (body-of (get p "/"))))))
+
 (test-case "SIGTERM with slow requests in flight: they complete, exit 0, socket and pid file gone"
   (call-with-pool
    '("--workers" "2")
