@@ -319,6 +319,25 @@
                               '(#"first" #"first" none #t 4 #f #f)
                               '(#"first" #"first" none #t 4 #t #t)))))))
 
+    (test-case "params never carry over to the next request on a kept connection (Perl FCGI CVE-2011-2766)"
+      ;; the server shares byte strings and pairs with the connection's previous request
+      ;; (parse-params): a request with fewer, or other, params sees only its own
+      (with-peer path
+        (λ (p)
+          (for ([ps (list (params "A" "1" "B" "2" "C" "3")
+                          (params "A" "1")
+                          (params "A" "1" "B" "2" "C" "3")
+                          (params "C" "3" "A" "1")
+                          (params "A" "1" "B" "2" "C" "4")
+                          (params)
+                          (params "B" "2"))])
+            (peer-send! p (request-bytes 1 #:params ps))
+            (define lines (cdr (regexp-split #rx#"\n" (cgi-body (answer-stdout (peer-answer p 1))))))
+            (check-equal? (drop-right lines 1)
+                          (for/list ([pr (in-list ps)]) (bytes-append (string->bytes/utf-8 (car pr)) #"="
+                                                                      (string->bytes/utf-8 (cdr pr))))
+                          (format "~s" ps))))))
+
     (test-case "every byte sent is set: record padding and reserved bytes are zero"
       ;; the stdout buffer is made without zeroing (make-unfilled-bytes): bytes the server
       ;; did not write would carry old memory to the front
