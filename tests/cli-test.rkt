@@ -81,6 +81,23 @@
   (check-true (hello? addr))
   (stop! p))
 
+(test-case "TCP: an empty --allowed-clients, or FCGI_WEB_SERVER_ADDRS set empty, denies every client (HOSTILE.md item 29)"
+  (define (denied-with spawn-it)
+    (define-values (p err out) (spawn-it))
+    (define addr (cadr (regexp-match #rx"listening on ([^ ]+)" (wait-ready err))))
+    (check-exn exn:fail? (λ () (hello? addr)) "the connection is closed, not served")
+    (stop! p))
+  (denied-with (λ () (spawn (list "serve" app "--single-process" "--listen" "127.0.0.1:0"
+                                  "--allowed-clients" ""))))
+  (denied-with (λ () (spawn '() #:command (format "FCGI_WEB_SERVER_ADDRS= exec ~a ~a serve ~a --listen 127.0.0.1:0"
+                                                  racket-exe cli app))))
+  ;; and the same variable naming this host lets it in
+  (define-values (p err out)
+    (spawn '() #:command (format "FCGI_WEB_SERVER_ADDRS=127.0.0.1 exec ~a ~a serve ~a --listen 127.0.0.1:0"
+                                 racket-exe cli app)))
+  (check-true (hello? (cadr (regexp-match #rx"listening on ([^ ]+)" (wait-ready err)))))
+  (stop! p))
+
 (test-case "inherited fd 0: the listening socket given as stdin, no --listen"
   (define sock (path->string (build-path dir "inherited.sock")))
   (define l (open-listener (parse-listen-address (string-append "unix:" sock))))
