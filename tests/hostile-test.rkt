@@ -10,6 +10,7 @@
 ;;   25, 27, 28               the process manager's tests (28's stale and live socket
 ;;                            files: tests/transport-test.rkt)
 (require net/url
+         racket/file
          racket/list
          racket/port
          rackunit
@@ -352,6 +353,8 @@
       (child-answer fs (request-bytes 1 #:params (params "BIG" (make-string 200000 #\x))))
 
       (test-case "8: BEGIN_REQUEST flood with fresh ids: OVERLOADED past the cap, memory bounded"
+        (define log-file (proc-stderr-file (fuzz-server-proc fs)))
+        (define log-before (file-size log-file))
         (define growth
           (peak-growth-kb
            fs
@@ -377,6 +380,14 @@
         ;; 1000 live requests (100 per connection) at about 18 KiB each measured 17 to 35
         ;; MiB; without the cap, 50000 would take about 900 MiB
         (check-true (< growth (* 64 1024)) (format "grew ~a kB" growth))
+        ;; 49,000 refusals, logged at most once a second (one line each, before)
+        (define lines (regexp-match* #rx#"[^\n]*OVERLOADED[^\n]*"
+                                     (subbytes (file->bytes log-file) log-before)))
+        (printf "8: ~a OVERLOADED log lines\n" (length lines))
+        (check-true (<= 1 (length lines) 20) (format "~a lines" (length lines)))
+        (check-true (regexp-match? #rx#"over 100 live requests on one connection: OVERLOADED; [0-9]+ more refused so since the last such line"
+                                   (last lines))
+                    (format "~s" (last lines)))
         (check-child-good fs))
 
       (test-case "8 and 13: 100 live requests a connection, each with unfinished params: memory bounded"

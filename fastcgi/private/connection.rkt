@@ -370,10 +370,9 @@
         (unless keep? (conn-close! c))
         #f]
        [(>= (table-count reqs) (limits-max-requests-per-connection (server-limits srv)))
-        (log-fastcgi-warning "request ~a from ~a: over ~a live requests on one connection: OVERLOADED"
-                             id (log-escape (conn-peer c))
-                             (limits-max-requests-per-connection (server-limits srv)))
-        (stat-add! srv 'overloaded)
+        (note-overloaded! srv (λ () (format "request ~a from ~a: over ~a live requests on one connection"
+                                            id (log-escape (conn-peer c))
+                                            (limits-max-requests-per-connection (server-limits srv)))))
         (send-end-request! c id 'overloaded)
         #f]
        [else
@@ -391,9 +390,9 @@
   (cond
     [(not (eq? (fastcgi-request-state r) 'params)) #f]
     [(and (positive? len) (over-connection-buffer? c len lim))
-     (log-fastcgi-warning "request ~a from ~a: over ~a bytes of input held on a multiplexed connection: OVERLOADED"
-                          (fastcgi-request-id r) (log-escape (conn-peer c)) (limits-connection-buffer lim))
-     (stat-add! (conn-server c) 'overloaded)
+     (note-overloaded! (conn-server c)
+                       (λ () (format "request ~a from ~a: over ~a bytes of input held on a multiplexed connection"
+                                     (fastcgi-request-id r) (log-escape (conn-peer c)) (limits-connection-buffer lim))))
      ;; never admitted: no handler, no answer of its own, its later records skipped
      (request-finish! r 0 'overloaded #:stdout-end? #f)
      (retire! c r)
@@ -464,16 +463,32 @@
 ;; note-shed! : server (-> string) -> void ; counts a shed request, logs once a second
 (define (note-shed! srv why)
   (stat-add! srv 'shed)
-  (define b (server-shed-note srv))
+  (define unlogged (once-a-second (server-shed-note srv)))
+  (when unlogged
+    (log-fastcgi-warning "overloaded: answered 503 (~a); ~a more shed since the last such line"
+                         (why) unlogged)))
+
+;; note-overloaded! : server (-> string) -> void
+;; Counts a request refused with END_REQUEST OVERLOADED, and logs at most one line a
+;; second for all of them: a peer can make thousands a second with 8-byte records.
+(define (note-overloaded! srv why)
+  (stat-add! srv 'overloaded)
+  (define unlogged (once-a-second (server-overload-note srv)))
+  (when unlogged
+    (log-fastcgi-warning "~a: OVERLOADED; ~a more refused so since the last such line" (why) unlogged)))
+
+;; once-a-second : box -> (or/c #f natural)
+;; For a log line a peer could otherwise make the server write without bound; b holds
+;; (cons ms-of-last-line count-since). #f when a line was written less than a second ago
+;; (this one is counted instead), else how many were not written since the last one.
+(define (once-a-second b)
   (define now (now-ms))
   (start-atomic)
   (define note (unbox b))
   (define log? (> (- now (car note)) 1000.0))
   (set-box! b (if log? (cons now 0) (cons (car note) (add1 (cdr note)))))
   (end-atomic)
-  (when log?
-    (log-fastcgi-warning "overloaded: answered 503 (~a); ~a more shed since the last such line"
-                         (why) (cdr note))))
+  (and log? (cdr note)))
 
 ;; params-done! : conn request -> #f ; checks, then starts the handler
 (define (params-done! c r)

@@ -39,6 +39,7 @@
                 observer
                 request-cost    ; box: flonum, recent CPU ms per request (watch-queue-delay)
                 shed-note       ; box: (cons ms-of-last-log count-since), for the shed log line
+                overload-note   ; the same, for the OVERLOADED log line
                 handler-group   ; thread group of every handler thread (see serve-connection)
                 stretch         ; box: flonum >= 1, how much slower than its CPU cost work goes
                 ;; the params of the last request read on any connection: a new connection's
