@@ -390,6 +390,29 @@
                     (format "~s" (last lines)))
         (check-child-good fs))
 
+      (test-case "5: unknown roles by the thousand on a kept connection: each answered, logged once a second"
+        (define log-file (proc-stderr-file (fuzz-server-proc fs)))
+        (define log-before (file-size log-file))
+        (with-peer (fuzz-server-path fs)
+          (λ (p)
+            (peer-send! p (apply bytes-append (for/list ([id (in-range 1 5001)])
+                                                (record->bytes 'begin-request id (begin-request-content 9 #t)))))
+            (define ends
+              (for/list ([i (in-range 5000)])
+                (define r (peer-read-record p 10))
+                (and (record? r) (eq? (record-type r) 'end-request)
+                     (let-values ([(app proto) (parse-end-request (record-content r))]) proto))))
+            (check-equal? (remove-duplicates ends) '(unknown-role))
+            (peer-send! p (request-bytes 1 #:params (params "CONTENT_LENGTH" "1") #:stdin #"z"))
+            (check-status (peer-answer p 1) 200)))
+        (define lines (regexp-match* #rx#"[^\n]*UNKNOWN_ROLE[^\n]*" (subbytes (file->bytes log-file) log-before)))
+        (printf "5: 5000 unknown roles: ~a log lines\n" (length lines))
+        (check-true (<= 1 (length lines) 20) (format "~a lines" (length lines)))
+        (check-true (regexp-match? #rx#"role 9 not served: UNKNOWN_ROLE; [0-9]+ more refused so since the last such line"
+                                   (last lines))
+                    (format "~s" (last lines)))
+        (check-child-good fs))
+
       (test-case "8 and 13: 100 live requests a connection, each with unfinished params: memory bounded"
         ;; Each request alone stays under max-params-bytes (120,000 of 128 KiB), so only
         ;; connection-buffer (1 MiB) bounds what the 100 of one connection hold together:

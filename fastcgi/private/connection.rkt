@@ -364,8 +364,10 @@
      (define-values (role keep?) (parse-begin-request content))
      (cond
        [(not (memq role (server-roles srv)))
-        (log-fastcgi-warning "request ~a from ~a: role ~a not served: UNKNOWN_ROLE"
-                             id (log-escape (conn-peer c)) role)
+        (define unlogged (once-a-second srv 'unknown-role))
+        (when unlogged
+          (log-fastcgi-warning "request ~a from ~a: role ~a not served: UNKNOWN_ROLE; ~a more refused so since the last such line"
+                               id (log-escape (conn-peer c)) role unlogged))
         (send-end-request! c id 'unknown-role)
         (unless keep? (conn-close! c))
         #f]
@@ -463,7 +465,7 @@
 ;; note-shed! : server (-> string) -> void ; counts a shed request, logs once a second
 (define (note-shed! srv why)
   (stat-add! srv 'shed)
-  (define unlogged (once-a-second (server-shed-note srv)))
+  (define unlogged (once-a-second srv 'shed))
   (when unlogged
     (log-fastcgi-warning "overloaded: answered 503 (~a); ~a more shed since the last such line"
                          (why) unlogged)))
@@ -473,15 +475,16 @@
 ;; second for all of them: a peer can make thousands a second with 8-byte records.
 (define (note-overloaded! srv why)
   (stat-add! srv 'overloaded)
-  (define unlogged (once-a-second (server-overload-note srv)))
+  (define unlogged (once-a-second srv 'overloaded))
   (when unlogged
     (log-fastcgi-warning "~a: OVERLOADED; ~a more refused so since the last such line" (why) unlogged)))
 
-;; once-a-second : box -> (or/c #f natural)
-;; For a log line a peer could otherwise make the server write without bound; b holds
-;; (cons ms-of-last-line count-since). #f when a line was written less than a second ago
-;; (this one is counted instead), else how many were not written since the last one.
-(define (once-a-second b)
+;; once-a-second : server symbol -> (or/c #f natural)
+;; For a log line a peer could otherwise make the server write without bound (one for
+;; each 8 or 16 bytes it sends): #f when a line of this kind was written less than a
+;; second ago (this one is counted instead), else how many were not written since.
+(define (once-a-second srv kind)
+  (define b (hash-ref (server-notes srv) kind))
   (define now (now-ms))
   (start-atomic)
   (define note (unbox b))

@@ -50,7 +50,8 @@
                       #:allowed-clients [allowed #f]
                       #:observer [observer #f])
   (define srv (server handler roles lim (make-table)
-                      (box 0) (make-hasheq) #f observer (box 0.0) (box (cons 0.0 0)) (box (cons 0.0 0))
+                      (box 0) (make-hasheq) #f observer (box 0.0)
+                      (for/hasheq ([k (in-list '(shed overloaded unknown-role))]) (values k (box (cons 0.0 0))))
                       (make-thread-group) (box 1.0) '()))
   (define conns (server-connections srv))
   (define slots (make-semaphore (limits-max-connections lim)))

@@ -38,8 +38,8 @@
                 [closing? #:mutable] ; graceful stop under way: no new requests
                 observer
                 request-cost    ; box: flonum, recent CPU ms per request (watch-queue-delay)
-                shed-note       ; box: (cons ms-of-last-log count-since), for the shed log line
-                overload-note   ; the same, for the OVERLOADED log line
+                notes           ; box: (cons ms-of-last-line count-since) for each log line
+                                ; written at most once a second (once-a-second)
                 handler-group   ; thread group of every handler thread (see serve-connection)
                 stretch         ; box: flonum >= 1, how much slower than its CPU cost work goes
                 ;; the params of the last request read on any connection: a new connection's

@@ -979,9 +979,10 @@ logger that was current when the library was instantiated. Log lines are:
  @item{at level @racket['warning]: requests answered before their handler ran (431, 413,
        400, 503, @wire{FCGI_OVERLOADED}, @wire{FCGI_UNKNOWN_ROLE}), requests ended by the
        flow rule or the request timeout, protocol errors, timeouts that close a
-       connection, and refused clients. Requests refused @wire{FCGI_OVERLOADED}, and
-       requests shed (@secref["shedding"]), which a peer can make by the thousand a
-       second, get at most one line a second each, saying how many more there were
+       connection, and refused clients. Requests refused @wire{FCGI_OVERLOADED} or
+       @wire{FCGI_UNKNOWN_ROLE}, and requests shed (@secref["shedding"]), which a peer
+       can make by the thousand a second, get at most one line a second for each of
+       the three, saying how many more there were
        since the last one (@tt{request 101 from unix: over 100 live requests on one
        connection: OVERLOADED; 4899 more refused so since the last such line});}
  @item{at level @racket['error]: exceptions raised by handlers, with the request's
