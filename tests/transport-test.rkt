@@ -128,8 +128,15 @@
   (check-equal? (c-bind fd sa (bytes-length sa)) 0)
   (c-close fd)
   (check-true (exists? path))
+  (define log (make-log-receiver fastcgi-logger 'info))
   (define l (open-listener (parse-listen-address (string-append "unix:" path))))
   (check-equal? (round-trip l (lambda () (unix-socket-connect path))) "unix")
+  ;; HOSTILE.md item 28: detected, removed (said so in the log), rebound with mode 0660
+  (check-equal? (bitwise-and (file-or-directory-permissions path 'bits) #o777) #o660)
+  (check-true (for/or ([_ 20])
+                (define v (sync/timeout 1 log))
+                (and v (regexp-match? #rx"removing stale socket unix:.*stale[.]sock" (vector-ref v 1))))
+              "the removal is logged")
   (listener-close! l))
 
 (test-case "unix listener: a live server or a regular file is refused, left untouched"
