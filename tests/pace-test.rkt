@@ -17,13 +17,17 @@
 
 (define gcc (require-program! "/usr/bin/gcc" "gcc"))
 
-;; serve : tcp-listener (-> natural) natural -> void
+;; serve : tcp-listener (-> natural) natural #:never (natural -> boolean)
+;;         #:busy (natural -> boolean) -> void
 ;; Answers each request on each connection in turn; next-n numbers the requests of all
-;; connections. Request n: 503 when n is a multiple of 50; otherwise chunked (in two
+;; connections. Request n: 503 when (busy n), by default when n is a multiple of 50;
+;; otherwise chunked (in two
 ;; writes, a millisecond apart) when n is odd, a Content-Length when even; every 7th
 ;; answer on a connection says `Connection: close` and the connection ends. delay-ms is
-;; slept before each answer.
-(define (serve listener next-n delay-ms)
+;; slept before each answer. A request n for which (never n) holds is never answered
+;; (its connection stays open, silent).
+(define (serve listener next-n delay-ms #:never [never? (λ (n) #f)]
+               #:busy [busy? (λ (n) (zero? (modulo n 50)))])
   (let accept ()
     (define-values (in out) (tcp-accept listener))
     (thread
@@ -33,11 +37,12 @@
            (define head (regexp-match #rx#"\r\n\r\n" in))
            (when head
              (define n (next-n))
+             (when (never? n) (sync never-evt))
              (define close? (zero? (modulo k 7)))
              (define conn (if close? "Connection: close\r\n" ""))
              (sleep (/ delay-ms 1000.0))
              (cond
-               [(zero? (modulo n 50))
+               [(busy? n)
                 (write-string (format "HTTP/1.1 503 Busy\r\nContent-Length: 4\r\n~a\r\nbusy" conn) out)]
                [(odd? n)
                 (write-string (format "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n~a\r\n6\r\nHello,\r\n" conn) out)
@@ -101,6 +106,25 @@
      (define p (pace 6000 1 0))
      (check-equal? (+ (paced-answered p) (paced-errors p)) (paced-due p))
      (check-true (> (paced-max p) 50) (format "max ~a ms" (paced-max p))))
+
+   (test-case "answers that never come: errors only for requests of the measured part"
+     ;; a second server whose 10th request (in the warm-up) and 300th (measured) are never
+     ;; answered: the client waits 5 s after the last due time, then counts the measured
+     ;; one alone (it counted both once)
+     (define l2 (tcp-listen 0 64 #t "127.0.0.1"))
+     (define-values (_a2 port2 _b2 _c2) (tcp-addresses l2 #t))
+     (define n2 0)
+     (define (next2) (call-with-semaphore lock (λ () (set! n2 (add1 n2)) n2)))
+     (define silent (thread (λ () (serve l2 next2 0 #:never (λ (n) (memv n '(10 300))) #:busy (λ (n) #f)))))
+     (define-values (st out err)
+       (run-program exe (map ~a (list port2 "/" 200 8 1 1)) #:timeout 60))
+     (check-equal? st 0 (format "pace: ~a" err))
+     (define p (parse-pace 200 (bytes->string/utf-8 out)))
+     (check-equal? (paced-due p) 200)
+     (check-equal? (paced-errors p) 1)
+     (check-equal? (paced-answered p) 199)
+     (kill-thread silent)
+     (tcp-close l2))
 
    (test-case "bad arguments and a refused connection"
      (define-values (st1 out1 err1) (run-program exe (list "0" "/" "10" "8" "1") #:timeout 10))

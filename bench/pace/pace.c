@@ -174,7 +174,11 @@ int main(int argc, char **argv) {
     }
     int out = nconns - nidle;
     if (t >= t_end && sent == next && out == 0) break;
-    if (t >= t_end + 5.0) { errors += out; break; }   /* answers that never came */
+    if (t >= t_end + 5.0) {   /* answers that never came: errors if in the measured part */
+      for (int i = 0; i < nconns; i++)
+        if (cs[i].busy && cs[i].counted) errors++;
+      break;
+    }
     double wait = 1.0;   /* a request waits for a free connection: an answer wakes us */
     if (sent == next) wait = (t0 + next / rate < t_end ? t0 + next / rate : t_end) - t;
     if (t >= t_end) wait = t_end + 5.0 - t;
