@@ -364,10 +364,9 @@
      (define-values (role keep?) (parse-begin-request content))
      (cond
        [(not (memq role (server-roles srv)))
-        (define unlogged (once-a-second srv 'unknown-role))
-        (when unlogged
-          (log-fastcgi-warning "request ~a from ~a: role ~a not served: UNKNOWN_ROLE; ~a more refused so since the last such line"
-                               id (log-escape (conn-peer c)) role unlogged))
+        (warn-once-a-second! srv 'unknown-role "refused so"
+                             (λ () (format "request ~a from ~a: role ~a not served: UNKNOWN_ROLE"
+                                           id (log-escape (conn-peer c)) role)))
         (send-end-request! c id 'unknown-role)
         (unless keep? (conn-close! c))
         #f]
@@ -465,25 +464,21 @@
 ;; note-shed! : server (-> string) -> void ; counts a shed request, logs once a second
 (define (note-shed! srv why)
   (stat-add! srv 'shed)
-  (define unlogged (once-a-second srv 'shed))
-  (when unlogged
-    (log-fastcgi-warning "overloaded: answered 503 (~a); ~a more shed since the last such line"
-                         (why) unlogged)))
+  (warn-once-a-second! srv 'shed "shed" (λ () (format "overloaded: answered 503 (~a)" (why)))))
 
 ;; note-overloaded! : server (-> string) -> void
 ;; Counts a request refused with END_REQUEST OVERLOADED, and logs at most one line a
 ;; second for all of them: a peer can make thousands a second with 8-byte records.
 (define (note-overloaded! srv why)
   (stat-add! srv 'overloaded)
-  (define unlogged (once-a-second srv 'overloaded))
-  (when unlogged
-    (log-fastcgi-warning "~a: OVERLOADED; ~a more refused so since the last such line" (why) unlogged)))
+  (warn-once-a-second! srv 'overloaded "refused so" (λ () (format "~a: OVERLOADED" (why)))))
 
-;; once-a-second : server symbol -> (or/c #f natural)
-;; For a log line a peer could otherwise make the server write without bound (one for
-;; each 8 or 16 bytes it sends): #f when a line of this kind was written less than a
-;; second ago (this one is counted instead), else how many were not written since.
-(define (once-a-second srv kind)
+;; warn-once-a-second! : server symbol string (-> string) -> void
+;; For a warning a peer could otherwise make the server write without bound (one for each
+;; 8 or 16 bytes it sends): the line (what) is written when none of this kind was in the
+;; last second, with how many were not written since ("N more <more> since the last such
+;; line"); otherwise this one is only counted. kind: a key of server-notes.
+(define (warn-once-a-second! srv kind more what)
   (define b (hash-ref (server-notes srv) kind))
   (define now (now-ms))
   (start-atomic)
@@ -491,7 +486,8 @@
   (define log? (> (- now (car note)) 1000.0))
   (set-box! b (if log? (cons now 0) (cons (car note) (add1 (cdr note)))))
   (end-atomic)
-  (and log? (cdr note)))
+  (when log?
+    (log-fastcgi-warning "~a; ~a more ~a since the last such line" (what) (cdr note) more)))
 
 ;; params-done! : conn request -> #f ; checks, then starts the handler
 (define (params-done! c r)
@@ -617,9 +613,9 @@
 ;; On a multiplexed connection, whether len more bytes of input would take what its live
 ;; requests hold past connection-buffer: params stored while incomplete, and body bytes
 ;; queued for handlers that have not read them. Each request alone is bounded by
-;; max-params-bytes and stdin-buffer; this bounds a connection that carries up to
-;; max-requests-per-connection of them (100 of each, about 38 MiB, before). A connection
-;; with one live request at a time (nginx, Apache, lighttpd) never counts.
+;; max-params-bytes and stdin-buffer; without this, a connection carrying
+;; max-requests-per-connection of them (100) could hold 100 times that, about 38 MiB. A
+;; connection with one live request at a time (nginx, Apache, lighttpd) never counts.
 (define (over-connection-buffer? c len lim)
   (and (conn-mpx? c)
        (> (+ len (for/sum ([r (in-list (table-values (conn-requests c)))])

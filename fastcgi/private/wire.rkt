@@ -39,7 +39,7 @@
                 observer
                 request-cost    ; box: flonum, recent CPU ms per request (watch-queue-delay)
                 notes           ; box: (cons ms-of-last-line count-since) for each log line
-                                ; written at most once a second (once-a-second)
+                                ; written at most once a second (warn-once-a-second!)
                 handler-group   ; thread group of every handler thread (see serve-connection)
                 stretch         ; box: flonum >= 1, how much slower than its CPU cost work goes
                 ;; the params of the last request read on any connection: a new connection's
