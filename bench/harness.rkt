@@ -183,20 +183,16 @@
 
 
 ;; build-c! : path -> path ; the C responder, compiled into dir
-(define (build-c! dir)
-  (define exe (build-path dir "responder"))
-  (define c-args (list "-O2" "-Wall" "-o" (path->string exe)
-                       (path->string (build-path bench-dir "c-responder" "responder.c"))))
-  (log-command! gcc c-args)
-  (define-values (st out err) (run-program (string->path gcc) c-args #:timeout 120))
-  (unless (eqv? st 0) (error 'bench "gcc failed:\n~a" err))
-  exe)
+(define (build-c! dir) (compile-c! dir "responder" "c-responder" "responder.c"))
 
 ;; build-pace! : path -> path ; the paced load client (bench/pace/pace.c), compiled into dir
-(define (build-pace! dir)
-  (define exe (build-path dir "pace"))
+(define (build-pace! dir) (compile-c! dir "pace" "pace" "pace.c"))
+
+;; compile-c! : path string string ... -> path ; bench/SOURCE... compiled into dir/name
+(define (compile-c! dir name . source)
+  (define exe (build-path dir name))
   (define c-args (list "-O2" "-Wall" "-o" (path->string exe)
-                       (path->string (build-path bench-dir "pace" "pace.c"))))
+                       (path->string (apply build-path bench-dir source))))
   (log-command! gcc c-args)
   (define-values (st out err) (run-program (string->path gcc) c-args #:timeout 120))
   (unless (eqv? st 0) (error 'bench "gcc failed:\n~a" err))
