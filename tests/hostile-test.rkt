@@ -172,6 +172,28 @@
   (check-status a 200)
   (check-has #rx#"body=2 " (answer-stdout a)))
 
+;; end-statuses : peer natural [seconds] -> (listof (or/c symbol #f))
+;; The protocol status of each of the next n records (#f for one that is not an
+;; END_REQUEST); with n #f, of every record until none comes for timeout seconds.
+(define (end-statuses p n [timeout 10])
+  (let loop ([k 0] [acc '()])
+    (define r (and (or (not n) (< k n)) (peer-read-record p timeout)))
+    (cond
+      [(and n (= k n)) (reverse acc)]
+      [(not (record? r)) (if n (loop (add1 k) (cons #f acc)) (reverse acc))]
+      [else (loop (add1 k)
+                  (cons (and (eq? (record-type r) 'end-request)
+                             (let-values ([(app proto) (parse-end-request (record-content r))]) proto))
+                        acc))])))
+
+;; new-log-lines : fuzz-server byte-regexp (-> any) -> (listof bytes)
+;; The lines of the child's log that match rx among those thunk made it write.
+(define (new-log-lines fs rx thunk)
+  (define log-file (proc-stderr-file (fuzz-server-proc fs)))
+  (define before (file-size log-file))
+  (thunk)
+  (regexp-match* rx (subbytes (file->bytes log-file) before)))
+
 ;; check-child-same : peer natural -> void ; a kept connection to the child still serves
 (define (check-child-same p id)
   (peer-send! p (request-bytes id #:params (params "CONTENT_LENGTH" "3") #:stdin #"abc"))
@@ -353,36 +375,32 @@
       (child-answer fs (request-bytes 1 #:params (params "BIG" (make-string 200000 #\x))))
 
       (test-case "8: BEGIN_REQUEST flood with fresh ids: OVERLOADED past the cap, memory bounded"
-        (define log-file (proc-stderr-file (fuzz-server-proc fs)))
-        (define log-before (file-size log-file))
-        (define growth
-          (peak-growth-kb
-           fs
+        (define growth #f)
+        (define lines
+          (new-log-lines
+           fs #rx#"[^\n]*OVERLOADED[^\n]*"
            (λ ()
-             (define threads
-               (for/list ([c 10])
-                 (thread
-                  (λ ()
-                    (with-peer (fuzz-server-path fs)
-                      (λ (p)
-                        (peer-send! p (apply bytes-append (for/list ([id (in-range 1 5001)]) (begin-bytes id))))
-                        (define ends
-                          (for/list ([i (in-range 4900)])
-                            (define r (peer-read-record p 10))
-                            (and (record? r) (eq? (record-type r) 'end-request)
-                                 (let-values ([(app proto) (parse-end-request (record-content r))]) proto))))
-                        (check-equal? (remove-duplicates ends) '(overloaded))
-                        ;; a live request on the flooded connection is still served
-                        (peer-send! p (stream->bytes 'params 1 #"") (stream->bytes 'stdin 1 #"x"))
-                        (check-status (peer-answer p 1 10) 200)))))))
-             (for-each thread-wait threads))))
+             (set! growth
+                   (peak-growth-kb
+                    fs
+                    (λ ()
+                      (define threads
+                        (for/list ([c 10])
+                          (thread
+                           (λ ()
+                             (with-peer (fuzz-server-path fs)
+                               (λ (p)
+                                 (peer-send! p (apply bytes-append (for/list ([id (in-range 1 5001)]) (begin-bytes id))))
+                                 (check-equal? (remove-duplicates (end-statuses p 4900)) '(overloaded))
+                                 ;; a live request on the flooded connection is still served
+                                 (peer-send! p (stream->bytes 'params 1 #"") (stream->bytes 'stdin 1 #"x"))
+                                 (check-status (peer-answer p 1 10) 200)))))))
+                      (for-each thread-wait threads)))))))
         (printf "8: 10 connections x 5000 BEGIN_REQUEST: peak growth ~a kB\n" growth)
         ;; 1000 live requests (100 per connection) at about 18 KiB each measured 17 to 35
         ;; MiB; without the cap, 50000 would take about 900 MiB
         (check-true (< growth (* 64 1024)) (format "grew ~a kB" growth))
         ;; 49,000 refusals, logged at most once a second (one line each, before)
-        (define lines (regexp-match* #rx#"[^\n]*OVERLOADED[^\n]*"
-                                     (subbytes (file->bytes log-file) log-before)))
         (printf "8: ~a OVERLOADED log lines\n" (length lines))
         (check-true (<= 1 (length lines) 20) (format "~a lines" (length lines)))
         (check-true (regexp-match? #rx#"over 100 live requests on one connection: OVERLOADED; [0-9]+ more refused so since the last such line"
@@ -391,21 +409,17 @@
         (check-child-good fs))
 
       (test-case "5: unknown roles by the thousand on a kept connection: each answered, logged once a second"
-        (define log-file (proc-stderr-file (fuzz-server-proc fs)))
-        (define log-before (file-size log-file))
-        (with-peer (fuzz-server-path fs)
-          (λ (p)
-            (peer-send! p (apply bytes-append (for/list ([id (in-range 1 5001)])
-                                                (record->bytes 'begin-request id (begin-request-content 9 #t)))))
-            (define ends
-              (for/list ([i (in-range 5000)])
-                (define r (peer-read-record p 10))
-                (and (record? r) (eq? (record-type r) 'end-request)
-                     (let-values ([(app proto) (parse-end-request (record-content r))]) proto))))
-            (check-equal? (remove-duplicates ends) '(unknown-role))
-            (peer-send! p (request-bytes 1 #:params (params "CONTENT_LENGTH" "1") #:stdin #"z"))
-            (check-status (peer-answer p 1) 200)))
-        (define lines (regexp-match* #rx#"[^\n]*UNKNOWN_ROLE[^\n]*" (subbytes (file->bytes log-file) log-before)))
+        (define lines
+          (new-log-lines
+           fs #rx#"[^\n]*UNKNOWN_ROLE[^\n]*"
+           (λ ()
+             (with-peer (fuzz-server-path fs)
+               (λ (p)
+                 (peer-send! p (apply bytes-append (for/list ([id (in-range 1 5001)])
+                                                     (record->bytes 'begin-request id (begin-request-content 9 #t)))))
+                 (check-equal? (remove-duplicates (end-statuses p 5000)) '(unknown-role))
+                 (peer-send! p (request-bytes 1 #:params (params "CONTENT_LENGTH" "1") #:stdin #"z"))
+                 (check-status (peer-answer p 1) 200))))))
         (printf "5: 5000 unknown roles: ~a log lines\n" (length lines))
         (check-true (<= 1 (length lines) 20) (format "~a lines" (length lines)))
         (check-true (regexp-match? #rx#"role 9 not served: UNKNOWN_ROLE; [0-9]+ more refused so since the last such line"
@@ -433,15 +447,7 @@
                         (for ([id (in-range 1 101)])
                           (peer-send! p (begin-bytes id) (record->bytes 'params id half)
                                       (record->bytes 'params id half)))
-                        (define ends
-                          (let loop ([acc '()])
-                            (define r (peer-read-record p 3))
-                            (if (record? r)
-                                (loop (if (eq? (record-type r) 'end-request)
-                                          (let-values ([(app proto) (parse-end-request (record-content r))])
-                                            (cons proto acc))
-                                          acc))
-                                acc)))
+                        (define ends (filter values (end-statuses p #f 3)))
                         (check-equal? (remove-duplicates ends) '(overloaded))
                         (set-box! overloaded (+ (unbox overloaded) (length ends)))))))))
              (for-each thread-wait threads))))
