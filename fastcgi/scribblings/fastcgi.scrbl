@@ -255,7 +255,8 @@ A raw handler receives a @racket[fastcgi-request?] and writes CGI output to
 buffered output is sent and the request ends with application status 0. Its result is
 ignored. Exceptions are handled as for servlets (@secref["servlets"]). A process that
 serves only raw handlers does not load web-server at all: @racketmodname[fastcgi] loads
-its servlet side on first use, which saves a worker about 30 MiB of resident memory. The file
+its servlet side on first use (@exec{raco fastcgi serve --single-process} after three
+hello-world requests: 111--118 MiB resident for a raw handler, 122--124 MiB for a servlet). The file
 @filepath{examples/hello-raw.rkt} in the repository is a raw ``Hello, World!''; this one
 echoes the request URI:
 
@@ -1455,8 +1456,10 @@ except a handler's own running time, which @racket[#:request-timeout] bounds onl
 it is set (@secref["limits"]). The input a process holds for requests whose handlers
 have not read it is at most about @racket[#:max-connections] times the larger of
 @racket[#:connection-buffer] and @racket[#:max-params-bytes] plus
-@racket[#:stdin-buffer]: about 1 GiB with the defaults, whatever a peer sends, however
-many requests it multiplexes on a connection.
+@racket[#:stdin-buffer], plus a read buffer of at most one record (64 KiB) a
+connection: about 1 GiB with the defaults, whatever a peer sends, however many requests
+it multiplexes on a connection. (This is what the limits allow, worked out from them,
+not a measurement.)
 Lengths read from the wire are checked against the bytes actually present before
 anything is allocated. For servlets, @racketmodname[web-server]'s form and multipart
 limits apply as well (@secref["servlets"]).
