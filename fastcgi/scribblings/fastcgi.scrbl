@@ -1456,7 +1456,7 @@ except a handler's own running time, which @racket[#:request-timeout] bounds onl
 it is set (@secref["limits"]). The input a process holds for requests whose handlers
 have not read it is at most about @racket[#:max-connections] times the larger of
 @racket[#:connection-buffer] and @racket[#:max-params-bytes] plus
-@racket[#:stdin-buffer], plus a read buffer of at most one record (64 KiB) a
+@racket[#:stdin-buffer], plus a read buffer of at most two records (128 KiB) a
 connection: about 1 GiB with the defaults, whatever a peer sends, however many requests
 it multiplexes on a connection. (This is what the limits allow, worked out from them,
 not a measurement.)
