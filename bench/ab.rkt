@@ -3,7 +3,7 @@
 ;; handler served by two or more copies of the `fastcgi` collection, behind one nginx,
 ;; measured in alternation so that a noisy machine hurts every variant alike.
 ;;
-;;   racket bench/ab.rkt [--servlet] [--close] [--big] [--rounds N] [--seconds S] [--strace] \
+;;   racket bench/ab.rkt [--servlet] [--close] [--big] [--rounds N] [--seconds S] [--connections N] [--strace] \
 ;;                       [--churn] [--perf DIR] [--idle N] NAME=TREE ...
 ;;
 ;; TREE is a directory holding a `fastcgi/` collection (e.g. a copy of the tree before a
@@ -12,7 +12,7 @@
 ;; experiment). --big: the raw handler answers 1 MiB (with a Content-Length, an
 ;; immutable string built once) instead of hello. Each round measures every variant in
 ;; turn, the others stopped (SIGSTOP) meanwhile: wrk warms it for 1 s, then measures S
-;; seconds (-t1 -c25), while the backend's user and system CPU is
+;; seconds (-t1 -c25, or --connections), while the backend's user and system CPU is
 ;; read from /proc/PID/stat. With --strace, a last run per variant counts system calls
 ;; per request with `strace -c -f`; with --churn, each measurement also gives the share of
 ;; requests that came on a new connection (perf stat counting accept4); with --perf DIR, one per variant records where the
@@ -155,6 +155,7 @@
   (define churn? #f)
   (define perf-dir #f)
   (define idle #f)
+  (define conns 25)
   (define specs
     (command-line
      #:once-each
@@ -163,6 +164,7 @@
      ["--close" "nginx without keep-conn (a FastCGI connection per request)" (set! keep? #f)]
      ["--rounds" n "rounds of measurements (default 2)" (set! rounds (string->number n))]
      ["--seconds" s "seconds of each wrk measurement (default 5)" (set! seconds (string->number s))]
+     ["--connections" n "wrk's connections (default 25)" (set! conns (string->number n))]
      ["--strace" "also count system calls per request" (set! strace? #t)]
      ["--churn" "also count connections accepted per request (perf stat, accept4)" (set! churn? #t)]
      ["--perf" dir "also record each backend with perf (cpu-clock) into DIR/NAME.data" (set! perf-dir dir)]
@@ -212,8 +214,8 @@
                        (~r (idle-growth a (proc-pid pr) idle) #:precision 1) idle)
                (flush-output)))
            (unless idle
-             (printf "~a, keep-conn ~a, wrk -t1 -c25 -d~as, ~a rounds\n"
-                     (cond [servlet? "servlet"] [big? "raw 1 MiB"] [else "raw"]) (if keep? "on" "off") seconds rounds)
+             (printf "~a, keep-conn ~a, wrk -t1 -c~a -d~as, ~a rounds\n"
+                     (cond [servlet? "servlet"] [big? "raw 1 MiB"] [else "raw"]) (if keep? "on" "off") conns seconds rounds)
              (printf "~a\n" (string-join (list (~a "variant" #:width 12) (~a "req/s" #:width 8)
                                                (~a "user us/req" #:width 12) "sys us/req"))))
            (for* ([r (in-range (if idle 0 rounds))]
@@ -223,10 +225,10 @@
              ;; per cent of a core (its scheduler's polling), which the measured one would pay
              (for ([o (in-list procs)])
                (signal-backend! o (if (eq? o pr) "-CONT" "-STOP")))
-             (run-wrk url 25 1)
+             (run-wrk url conns 1)
              (define-values (u0 s0) (cpu-ticks (proc-pid pr)))
              (define counter (and churn? (start-accept-count (proc-pid pr) seconds)))
-             (define l (run-wrk url 25 seconds))
+             (define l (run-wrk url conns seconds))
              (define-values (u1 s1) (cpu-ticks (proc-pid pr)))
              (define accepts (and counter (finish-accept-count counter)))
              (define (us ticks) (~r (/ (* ticks 10000.0) (load-requests l)) #:precision 1))
@@ -242,11 +244,11 @@
              (for ([v (in-list variants)] [p (in-list ports)] [pr (in-list procs)])
                (define out (path->string (path->complete-path (build-path perf-dir (format "~a.data" (car v))))))
                (define url (format "http://127.0.0.1:~a/" p))
-               (run-wrk url 25 1)
+               (run-wrk url conns 1)
                (define rec
                  (process* (find-executable-path "perf") "record" "-q" "-e" "cpu-clock" "-F" "5000"
                            "-p" (number->string (proc-pid pr)) "-o" out "--" "sleep" (number->string seconds)))
-               (define l (run-wrk url 25 seconds))
+               (define l (run-wrk url conns seconds))
                ((list-ref rec 4) 'wait)
                (printf "~a: perf record of ~a requests in ~a (perf report -i ~a --no-children --sort sym)\n"
                        (car v) (load-requests l) out out)))
@@ -258,7 +260,7 @@
                                 (list "-c" "-f" "-o" (path->string out) "-p" (number->string (proc-pid pr)))
                                 #:dir dir))
                (sleep 1)
-               (define l (run-wrk (format "http://127.0.0.1:~a/" p) 25 seconds))
+               (define l (run-wrk (format "http://127.0.0.1:~a/" p) conns seconds))
                (stop-process! tracer)
                (wait-until 10 "strace's summary"
                            (λ () (and (file-exists? out) (regexp-match? #rx"total" (file->string out)))))

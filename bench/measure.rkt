@@ -47,10 +47,14 @@
 (struct paced (asked due answered errors rate p50 p90 p99 p999 max) #:transparent)
 
 ;; pace-args : natural string natural natural natural -> (listof string)
-;; 64 connections: enough to keep a rate near a backend's peak going through a stall of
-;; a few milliseconds without the client itself running out of connections.
+;; 25 connections, as many as wrk's at the peak the rates are taken from. With 64, a
+;; backlog put up to 64 requests in flight through nginx, whose `keepalive 16` then
+;; opened a FastCGI connection for 55-64% of requests (ab.rkt --churn --connections 64,
+;; against 12-25% at 25): the peak itself fell by a quarter, and no backend sustained
+;; 90% of the one measured at 25 (bench/OPTIMISATIONS.md, round 14).
+(define pace-connections 25)
 (define (pace-args port path rate seconds warmup)
-  (list (number->string port) path (number->string rate) "64"
+  (list (number->string port) path (number->string rate) (number->string pace-connections)
         (number->string seconds) (number->string warmup)))
 
 ;; run-pace : path natural string natural natural natural -> paced

@@ -304,7 +304,7 @@
   (unless (null? (outcome-latency o))
     (say "\n## Latency at a fixed rate\n\n"
          "The closed-loop rows above measure latency at full load, where it is mostly queueing. "
-         "Here bench/pace/pace.c sends `GET /` through nginx on 64 keep-alive connections at a "
+         "Here bench/pace/pace.c sends `GET /` through nginx on 25 keep-alive connections (as many as wrk's) at a "
          "fixed rate, open loop: request k is due at k / rate seconds whatever happened to "
          "the ones before it, and its latency counts from then, so a stall of the backend "
          "shows in full (a closed-loop client stops sending during a stall and never times "
