@@ -11,6 +11,7 @@
 ;;                            files: tests/transport-test.rkt)
 (require net/url
          racket/file
+         racket/format
          racket/list
          racket/port
          rackunit
@@ -425,6 +426,49 @@
         (check-true (regexp-match? #rx#"role 9 not served: UNKNOWN_ROLE; [0-9]+ more refused so since the last such line"
                                    (last lines))
                     (format "~s" (last lines)))
+        (check-child-good fs))
+
+      (test-case "14: bad requests by the thousand: each answered 400, 10 log lines a second, the rest counted"
+        ;; a refused request costs the peer about 50 bytes and wrote a line of about 120
+        ;; (one per request, before); now the first 10 of a second are written in full and
+        ;; the next one written says how many were not
+        (define n 2000)
+        (define t0 (current-inexact-milliseconds))
+        (define flood
+          (new-log-lines
+           fs #rx#"[^\n]*CONTENT_LENGTH is not a number[^\n]*"
+           (λ ()
+             (with-peer (fuzz-server-path fs)
+               (λ (p)
+                 (peer-send! p (apply bytes-append
+                                      (for/list ([id (in-range 1 (add1 n))])
+                                        (request-bytes id #:params (params "CONTENT_LENGTH" "x")))))
+                 (define answers (peer-answers p (for/list ([id (in-range 1 (add1 n))]) id) 30))
+                 (check-equal? (length answers) n)
+                 (for ([a (in-list answers)]) (check-status a 400)))))))
+        (define seconds (/ (- (current-inexact-milliseconds) t0) 1000.0))
+        (printf "14: ~a bad requests in ~a s: ~a log lines\n" n (~r seconds #:precision 2) (length flood))
+        ;; (the second's first lines may have gone to an earlier test's refusals)
+        (check-true (<= 1 (length flood) (* 10 (+ 2 (ceiling seconds))))
+                    (format "~a lines in ~a s" (length flood) seconds))
+        ;; the next line, more than a second later, counts the ones held back
+        (sleep 1.1)
+        (define after
+          (new-log-lines
+           fs #rx#"[^\n]*CONTENT_LENGTH is not a number[^\n]*"
+           (λ ()
+             (with-peer (fuzz-server-path fs)
+               (λ (p)
+                 (peer-send! p (request-bytes 1 #:params (params "CONTENT_LENGTH" "y")))
+                 (check-status (peer-answer p 1) 400))))))
+        (check-equal? (length after) 1)
+        ;; every request is accounted for: written, or counted in a later line
+        (define (held-back line)
+          (define m (regexp-match #rx#"answered 400 \\(([0-9]+) more like it not written\\)$" line))
+          (if m (string->number (bytes->string/utf-8 (cadr m))) 0))
+        (check-true (regexp-match? #rx#"more like it not written" (car after)) (format "~s" (car after)))
+        (check-equal? (+ (length flood) 1 (for/sum ([l (in-list (append flood after))]) (held-back l)))
+                      (+ n 1))
         (check-child-good fs))
 
       (test-case "8 and 13: 100 live requests a connection, each with unfinished params: memory bounded"

@@ -291,8 +291,9 @@
 
 ;; protocol-close! : conn string -> void
 (define (protocol-close! c why)
-  (log-fastcgi-warning "protocol error from ~a: ~a; closing the connection"
-                       (log-escape (conn-peer c)) (log-escape why))
+  (warn-limited! (conn-server c) 'protocol
+                 (λ () (format "protocol error from ~a: ~a; closing the connection"
+                               (log-escape (conn-peer c)) (log-escape why))))
   (conn-broken! c))
 
 ;; abort-all! : conn -> void ; the connection is gone: every live request learns it
@@ -427,8 +428,9 @@
 ;; reject! : conn request natural string string -> #f
 ;; Answers before any handler ran; the request's remaining records are skipped.
 (define (reject! c r code message why)
-  (log-fastcgi-warning "request ~a from ~a: ~a: answered ~a"
-                       (fastcgi-request-id r) (log-escape (conn-peer c)) (log-escape why) code)
+  (warn-limited! (conn-server c) 'rejected
+                 (λ () (format "request ~a from ~a: ~a: answered ~a"
+                               (fastcgi-request-id r) (log-escape (conn-peer c)) (log-escape why) code)))
   (stat-add! (conn-server c) (string->symbol (format "rejected-~a" code)))
   (request-respond-status! r code message)
   (retire! c r)
@@ -472,22 +474,6 @@
 (define (note-overloaded! srv why)
   (stat-add! srv 'overloaded)
   (warn-once-a-second! srv 'overloaded "refused so" (λ () (format "~a: OVERLOADED" (why)))))
-
-;; warn-once-a-second! : server symbol string (-> string) -> void
-;; For a warning a peer could otherwise make the server write without bound (one for each
-;; 8 or 16 bytes it sends): the line (what) is written when none of this kind was in the
-;; last second, with how many were not written since ("N more <more> since the last such
-;; line"); otherwise this one is only counted. kind: a key of server-notes.
-(define (warn-once-a-second! srv kind more what)
-  (define b (hash-ref (server-notes srv) kind))
-  (define now (now-ms))
-  (start-atomic)
-  (define note (unbox b))
-  (define log? (> (- now (car note)) 1000.0))
-  (set-box! b (if log? (cons now 0) (cons (car note) (add1 (cdr note)))))
-  (end-atomic)
-  (when log?
-    (log-fastcgi-warning "~a; ~a more ~a since the last such line" (what) (cdr note) more)))
 
 ;; params-done! : conn request -> #f ; checks, then starts the handler
 (define (params-done! c r)
@@ -561,13 +547,15 @@
      (if data? (set-fastcgi-request-data-bytes! r total) (set-fastcgi-request-body-bytes! r total))
      (cond
        [(> total cap)
-        (log-fastcgi-warning "request ~a from ~a: ~a over ~a bytes: answered 413"
-                             (fastcgi-request-id r) (log-escape (conn-peer c)) type cap)
+        (warn-limited! (conn-server c) 'body-over
+                       (λ () (format "request ~a from ~a: ~a over ~a bytes: answered 413"
+                                     (fastcgi-request-id r) (log-escape (conn-peer c)) type cap)))
         (set-fastcgi-request-rejected! r cap)
         (if data? (close-request-data! r) (close-request-stdin! r))]
        [(over-connection-buffer? c len lim)
-        (log-fastcgi-warning "request ~a from ~a: over ~a bytes of input held on a multiplexed connection: ended"
-                             (fastcgi-request-id r) (log-escape (conn-peer c)) (limits-connection-buffer lim))
+        (warn-limited! (conn-server c) 'connection-buffer
+                       (λ () (format "request ~a from ~a: over ~a bytes of input held on a multiplexed connection: ended"
+                                     (fastcgi-request-id r) (log-escape (conn-peer c)) (limits-connection-buffer lim))))
         (end-stalled! c r)]
        [else (feed! c r (if data? (fastcgi-request-data-out r) (request-stdin-out r))
                     (decoder-buf d) (decoder-content-start d) (decoder-content-end d) lim)])
@@ -590,8 +578,9 @@
     (when (< i end)
       (cond
         [(> (table-count (conn-requests c)) 1)
-         (log-fastcgi-warning "request ~a from ~a: handler ~a bytes behind on a multiplexed connection: ended"
-                              (fastcgi-request-id r) (log-escape (conn-peer c)) (limits-stdin-buffer lim))
+         (warn-limited! (conn-server c) 'handler-behind
+                        (λ () (format "request ~a from ~a: handler ~a bytes behind on a multiplexed connection: ended"
+                                      (fastcgi-request-id r) (log-escape (conn-peer c)) (limits-stdin-buffer lim))))
          (end-stalled! c r)]
         [else
          ;; a handler not started yet (pending, to run inline) must start to read its body

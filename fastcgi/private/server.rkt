@@ -51,7 +51,7 @@
                       #:observer [observer #f])
   (define srv (server handler roles lim (make-table)
                       (box 0) (make-hasheq) #f observer (box 0.0)
-                      (for/hasheq ([k (in-list '(shed overloaded unknown-role))]) (values k (box (cons 0.0 0))))
+                      (make-notes)
                       (make-thread-group) (box 1.0) '()))
   (define conns (server-connections srv))
   (define slots (make-semaphore (limits-max-connections lim)))
@@ -93,8 +93,9 @@
   (define (admit! fd peer slot)
     (cond
       [(and allowed (not (client-allowed? allowed peer)))
-       (log-fastcgi-warning "refused connection from ~a: not in the allowed clients"
-                            (log-escape peer))
+       (warn-limited! srv 'denied
+                      (λ () (format "refused connection from ~a: not in the allowed clients"
+                                    (log-escape peer))))
        (stat-add! srv 'refused)
        (socket-close! fd)
        (semaphore-post slot)]

@@ -26,7 +26,8 @@
          "limits.rkt"
          "log.rkt"
          (only-in "protocol.rkt" pair-head bytes-range=?)
-         "request.rkt")
+         "request.rkt"
+         (only-in "wire.rkt" conn-server warn-limited!))
 (provide servlet->handler
          uri->url
          uri-bytes->url
@@ -49,8 +50,9 @@
     (cond
       [(not req) (request-respond-status! r 400 "Bad Request")]
       [(eq? req 'bad-uri)
-       (log-fastcgi-warning "request ~a from ~a: REQUEST_URI does not parse: answered 400"
-                            (fastcgi-request-id r) (log-escape (fastcgi-request-peer r)))
+       (warn-limited! (conn-server (fastcgi-request-conn r)) 'bad-uri
+                      (λ () (format "request ~a from ~a: REQUEST_URI does not parse: answered 400"
+                                    (fastcgi-request-id r) (log-escape (fastcgi-request-peer r)))))
        (request-respond-status! r 400 "Bad Request")]
       [else
        (define resp (catching exn:dispatcher? (λ (e) #f) (start req)))
@@ -263,10 +265,11 @@
            (values no-bindings #f)
            (let ([both (catching exn:fail:network?
                                  (λ (e)
-                                   (log-fastcgi-warning "request ~a from ~a: bad request body: ~a"
-                                                        (fastcgi-request-id r)
-                                                        (log-escape (fastcgi-request-peer r))
-                                                        (log-escape (exn-message e)))
+                                   (warn-limited! (conn-server (fastcgi-request-conn r)) 'bad-body
+                                                  (λ () (format "request ~a from ~a: bad request body: ~a"
+                                                                (fastcgi-request-id r)
+                                                                (log-escape (fastcgi-request-peer r))
+                                                                (log-escape (exn-message e)))))
                                    #f)
                          (call-with-values
                           (λ () (read-bindings&post-data/raw

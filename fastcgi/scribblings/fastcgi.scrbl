@@ -985,7 +985,16 @@ logger that was current when the library was instantiated. Log lines are:
        can make by the thousand a second, get at most one line a second for each of
        the three, saying how many more there were
        since the last one (@tt{request 101 from unix: over 100 live requests on one
-       connection: OVERLOADED; 4899 more refused so since the last such line});}
+       connection: OVERLOADED; 4899 more refused so since the last such line}). The
+       other lines that follow from what a peer sent (requests answered 400, 413, 431 or
+       503 before their handler ran, bodies over their limit, requests ended by the flow
+       rule or the connection buffer, protocol errors, unparsable @wire{REQUEST_URI}s
+       and request bodies in the servlet adapter, refused clients) are written in full
+       for the first 10 of each kind in a second; the rest of that second are counted,
+       and the next line of the kind written says how many were not
+       (@tt{request 1 from unix: CONTENT_LENGTH is not a number: answered 400 (1990
+       more like it not written)}). A flood of bad requests, each about 50 bytes, thus
+       writes at most 10 lines a second of each kind, and none is lost uncounted;}
  @item{at level @racket['error]: exceptions raised by handlers, with the request's
        @wire{REQUEST_URI}, except @racket[exn:fail:fastcgi:body] and the break sent
        by the request timeout, whose causes are already logged as warnings.}
