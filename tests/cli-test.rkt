@@ -8,7 +8,9 @@
          racket/port
          rackunit
          "../fastcgi/client.rkt"
-         "../fastcgi/private/transport.rkt")
+         (only-in "../fastcgi/private/protocol.rkt" pairs->bytes record->bytes)
+         "../fastcgi/private/transport.rkt"
+         "lib/raw-peer.rkt")
 
 (define here (let-values ([(dir _n _d) (split-path (syntax-source #'here))]) dir))
 (define cli (path->string (build-path here ".." "fastcgi" "private" "raco.rkt")))
@@ -122,6 +124,36 @@
   (check-true (hello? (string-append "unix:" sock)))
   (stop! p)
   (listener-close! l))
+
+(test-case "--connection-buffer and --stdin-buffer reach the workers"
+  ;; the shape of connection-test's case, through the command: two multiplexed requests
+  ;; whose unfinished params together pass 200,000 bytes (under the 1 MiB default)
+  (define sock (path->string (build-path dir "cb.sock")))
+  (define-values (p err out)
+    (spawn (list "serve" app "--workers" "1" "--listen" (string-append "unix:" sock)
+                 "--connection-buffer" "200000" "--stdin-buffer" "64k")))
+  (wait-ready err)
+  (define (pad name n)
+    (pairs->bytes (list (cons name (make-bytes (- n (bytes-length name) 4 1) 120)))))
+  (with-peer sock
+    (λ (c)
+      (peer-send! c (begin-bytes 1) (begin-bytes 2)
+                  (record->bytes 'params 1 (pad #"A" 60000))
+                  (record->bytes 'params 2 (pad #"B" 60000))
+                  (record->bytes 'params 1 (pad #"C" 60000))
+                  (record->bytes 'params 2 (pad #"D" 60000)))
+      (check-equal? (answer-protocol-status (peer-answer c 2 10)) 'overloaded)
+      (peer-send! c (stream->bytes 'params 1 #"") (stream->bytes 'stdin 1 #""))
+      (check-status (peer-answer c 1 10) 200)))
+  (check-true (hello? (string-append "unix:" sock)))
+  (stop! p))
+
+(test-case "--connection-buffer and --stdin-buffer take sizes only"
+  (for ([flag (in-list '("--connection-buffer" "--stdin-buffer"))])
+    (define-values (p err out) (spawn (list "serve" app "--listen" "127.0.0.1:0" flag "lots")))
+    (sync/timeout 30 p)
+    (check-equal? (subprocess-status p) 1)
+    (check-regexp-match (regexp (string-append flag ": expected a size")) (port->string err))))
 
 (test-case "bad input gives one clear line and exit status 1"
   (define (run . args)

@@ -177,6 +177,10 @@
       (limit! 'max-connections (count-arg "--max-connections" n))]
      [("--max-requests-per-connection") n "Most live requests on one connection (default 100): OVERLOADED past it"
       (limit! 'max-requests-per-connection (count-arg "--max-requests-per-connection" n))]
+     [("--stdin-buffer") size "Body bytes queued for one handler that has not read them (default 256k)"
+      (limit! 'stdin-buffer (size-arg "--stdin-buffer" size))]
+     [("--connection-buffer") size "Input the live requests of one multiplexed connection hold together (default 1m)"
+      (limit! 'connection-buffer (size-arg "--connection-buffer" size))]
      [("--first-byte-timeout") secs "Seconds from accept to the first whole record (default 10)"
       (limit! 'first-byte-timeout (seconds-arg "--first-byte-timeout" secs))]
      [("--keepalive-timeout") secs "Seconds a kept connection may idle between requests (default 120)"

@@ -406,6 +406,11 @@ The options, grouped and described as @DFlag{help} prints them, then notes:
  @item{@DFlag{max-connections} @nonterm{n} --- ``Most open connections (default 1024)''}
  @item{@DFlag{max-requests-per-connection} @nonterm{n} ---
        ``Most live requests on one connection (default 100): OVERLOADED past it''}
+ @item{@DFlag{stdin-buffer} @nonterm{size} ---
+       ``Body bytes queued for one handler that has not read them (default 256k)''}
+ @item{@DFlag{connection-buffer} @nonterm{size} ---
+       ``Input the live requests of one multiplexed connection hold together (default
+       1m)'' (@secref["limits"]: past it, @wire{FCGI_OVERLOADED} or the request ends).}
  @item{@DFlag{first-byte-timeout} @nonterm{secs} ---
        ``Seconds from accept to the first whole record (default 10)''}
  @item{@DFlag{keepalive-timeout} @nonterm{secs} ---
@@ -423,9 +428,8 @@ The options, grouped and described as @DFlag{help} prints them, then notes:
 A @nonterm{size} is a number of bytes, optionally followed by @tt{k}, @tt{m} or @tt{g}
 (either case) for KiB, MiB or GiB: @tt{512k}, @tt{64m}. A @nonterm{secs} is a positive
 number, and @nonterm{n} a positive integer. The limit options set the fields of the same
-name described in @secref["limits"] in every worker; @racket[#:stdin-buffer],
-@racket[#:connection-buffer] and @racket[#:drain-timeout] keep their defaults under
-@exec{raco fastcgi serve}. A bad value
+name described in @secref["limits"] in every worker; @racket[#:drain-timeout] keeps its
+default under @exec{raco fastcgi serve}. A bad value
 stops the command with one error line before any worker starts.
 
 @subsection[#:tag "dev"]{@exec{raco fastcgi dev}}
