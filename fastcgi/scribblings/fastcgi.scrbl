@@ -1477,9 +1477,12 @@ Lengths read from the wire are checked against the bytes actually present before
 anything is allocated. For servlets, @racketmodname[web-server]'s form and multipart
 limits apply as well (@secref["servlets"]).
 
-@bold{Log escaping.} Values from peers are escaped in log lines (@secref["logging"]), so
-a request cannot forge or split log lines. Exception messages are logged, not sent to
-the front.
+@bold{Log escaping and volume.} Values from peers are escaped in log lines
+(@secref["logging"]), so a request cannot forge or split log lines. Nor can a peer fill
+the disk with them: the lines its input causes are written for the first 10 of each kind
+a second (one a second for @wire{FCGI_OVERLOADED}, @wire{FCGI_UNKNOWN_ROLE} and shed
+requests), and the rest are counted in the next line written. Exception messages are
+logged, not sent to the front.
 
 @bold{Response headers.} CR, LF and NUL in a servlet's status message and headers are
 replaced by spaces, and hop-by-hop headers are dropped (@secref["servlets"]).
