@@ -83,6 +83,34 @@
   (check-true (for/or ([l lines]) (regexp-match? #rx"refused connection from ::1: not in the allowed clients" l)))
   (check-true (for/or ([l lines]) (regexp-match? #rx"refused connection from 127.0.0.1: not in the allowed clients" l))))
 
+(test-case "a flood of denied connections: each closed, at most 10 log lines a second, the rest counted"
+  ;; any TCP client can cause this line, one connection each: 300 of them
+  (define rx (make-log-receiver fastcgi-logger 'warning 'fastcgi))
+  (define n 300)
+  (define t0 (current-inexact-milliseconds))
+  (with-tcp-server "10.0.0.0/8"
+    (λ (port)
+      (for ([_ (in-range n)])
+        (check-equal? (tcp-answer "127.0.0.1" port) 'refused))
+      (define seconds (/ (- (current-inexact-milliseconds) t0) 1000.0))
+      (define (drain)
+        (let loop ([acc '()])
+          (define v (sync/timeout 0.2 rx))
+          (if v (loop (cons (vector-ref v 1) acc)) (reverse acc))))
+      (define lines (filter (λ (l) (regexp-match? #rx"not in the allowed clients" l)) (drain)))
+      (check-true (<= 1 (length lines) (* 10 (+ 2 (ceiling seconds))))
+                  (format "~a lines for ~a connections in ~a s" (length lines) n seconds))
+      ;; a second later, one more: its line counts the ones not written
+      (sleep 1.1)
+      (check-equal? (tcp-answer "127.0.0.1" port) 'refused)
+      (define after (filter (λ (l) (regexp-match? #rx"not in the allowed clients" l)) (drain)))
+      (check-equal? (length after) 1)
+      (define (held-back l)
+        (define m (regexp-match #rx"\\(([0-9]+) more like it not written\\)$" l))
+        (if m (string->number (cadr m)) 0))
+      (check-equal? (+ (length lines) 1 (for/sum ([l (in-list (append lines after))]) (held-back l)))
+                    (+ n 1)))))
+
 (test-case "29: an allowed-clients list that parses to nothing denies everyone"
   (for ([allowed '("" "garbage" " , ,, " "1.2.3.4/33" "::1/129")])
     (with-tcp-server allowed
