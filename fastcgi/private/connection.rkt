@@ -21,7 +21,8 @@
          "request.rkt"
          "poller.rkt"
          "table.rkt"
-         "wire.rkt")
+         "wire.rkt"
+         "log-limit.rkt")
 (provide serve-connection
          loop-step!
          conn-close!

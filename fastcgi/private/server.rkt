@@ -11,7 +11,8 @@
          (only-in "request.rkt" fastcgi-request-handler fastcgi-request-start-ms)
          "table.rkt"
          "transport.rkt"
-         "wire.rkt")
+         "wire.rkt"
+         "log-limit.rkt")
 (provide start-server
          resolve-listener
          (struct-out running-server))

@@ -27,7 +27,8 @@
          "log.rkt"
          (only-in "protocol.rkt" pair-head bytes-range=?)
          "request.rkt"
-         (only-in "wire.rkt" conn-server warn-limited!))
+         (only-in "wire.rkt" conn-server)
+         "log-limit.rkt")
 (provide servlet->handler
          uri->url
          uri-bytes->url
