@@ -1,7 +1,8 @@
 #lang racket/base
 ;; fastcgi/private/log-file.rkt: the access log's line, against the plain way of making it
 ;; (strings and a date per line, as it was made before it was made faster).
-(require racket/math
+(require racket/file
+         racket/math
          rackunit
          "../fastcgi/private/log.rkt"
          "../fastcgi/private/log-file.rkt"
@@ -79,3 +80,40 @@
     (define bs (bytes-append #"12345678" head))
     (define end (if (zero? (random 4)) (+ 8 (random (add1 (bytes-length head)))) (bytes-length bs)))
     (check-equal? (head-status bs 8 end) (regexp-status bs 8 end) (format "~s to ~a" head end))))
+
+(test-case "log-file: lines from several threads, through flushes and a burst, all written whole and in order"
+  ;; 4 threads x 5000 lines, half access lines and half plain ones (some longer than the
+  ;; buffer's first 32 KiB, so that it grows), against the flusher thread
+  ;; and the flushes a full buffer makes
+  (define file (make-temporary-file "fcgi-log-~a"))
+  (define lf (open-log-file file))
+  (define long (make-bytes 40000 (char->integer #\y)))   ; more than the first buffer
+  (define threads
+    (for/list ([t (in-range 4)])
+      (thread
+       (λ ()
+         (for ([k (in-range 5000)])
+           (if (even? k)
+               (log-file-write-access! lf 1763728049123.0 (string->bytes/utf-8 (format "t~a" t)) #"GET"
+                                       (string->bytes/utf-8 (format "/~a" k)) 200 k 0.5 t)
+               (log-file-write! lf (bytes-append (string->bytes/utf-8 (format "t~a ~a " t k))
+                                                 (if (zero? (modulo k 97)) long #"x")))))))))
+  (for-each thread-wait threads)
+  (log-file-close! lf)
+  (define lines (call-with-input-file file (λ (in) (for/list ([l (in-lines in 'linefeed)]) l))))
+  (delete-file file)
+  (check-equal? (length lines) 20000)
+  (for ([t (in-range 4)])
+    (define mine
+      (for/list ([l (in-list lines)]
+                 #:when (or (regexp-match? (pregexp (format "^t~a [0-9]+ " t)) l)
+                            (regexp-match? (pregexp (format "Z t~a \"GET " t)) l)))
+        (define m (or (regexp-match #px"^t[0-9] ([0-9]+) " l) (regexp-match #px"\"GET /([0-9]+)\"" l)))
+        (string->number (cadr m))))
+    (check-equal? mine (for/list ([k (in-range 5000)]) k) (format "thread ~a's lines, in order" t)))
+  (for ([l (in-list lines)])
+    (check-true (or (regexp-match? #px"^t[0-9] [0-9]+ x$" l)
+                    (let ([m (regexp-match #px"^t[0-9] [0-9]+ (y+)$" l)])
+                      (and m (= (string-length (cadr m)) 40000)))
+                    (regexp-match? #px"^2025-11-21T12:27:29[.]123Z t[0-9] \"GET /[0-9]+\" 200 [0-9]+ 0[.]50 [0-9]$" l))
+                l)))

@@ -794,8 +794,8 @@
 (define (observe! c r)
   (define observer (server-observer (conn-server c)))
   (when observer
-    (with-handlers ([exn:fail? (λ (e) (log-fastcgi-error "request observer failed: ~a"
-                                                         (log-escape (exn-message e))))])
+    (catching exn:fail? (λ (e) (log-fastcgi-error "request observer failed: ~a"
+                                                  (log-escape (exn-message e))))
       (observer r (- (now-ms) (fastcgi-request-start-ms r))))))
 
 ;; stat-add! : server symbol -> void ; atomic: request threads and the reader all count

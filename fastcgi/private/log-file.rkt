@@ -5,26 +5,39 @@
 ;; Lines are gathered in memory and written at most every 0.2 s, or at once past 16 KiB,
 ;; so a busy worker does not pay a system call per request. Reopening (SIGUSR1, logrotate)
 ;; closes the file and opens the path again. "-" is standard output.
-(require racket/date
+;;
+;; A line goes into the file's buffer in atomic mode (a few copies, no lock to take), and
+;; an access line is written into it piece by piece, digits included, with nothing
+;; allocated for it: through a semaphore and a list of lines, the access log took 1.75 µs
+;; and 4.3 KB a request (a loop), about 12% of the hello-world rate through nginx.
+(require ffi/unsafe/atomic
+         racket/date
          racket/math
          "log.rkt")
 (provide open-log-file
          log-file-write!
+         log-file-write-access!
          log-file-flush!
          log-file-reopen!
          log-file-close!
          access-line
          timestamp)
 
-(struct log-file (path [out #:mutable] lock [pending #:mutable] [size #:mutable] [flusher #:mutable]))
+;; buf: the lines not yet written, up to fill; spare: a buffer the flush swaps in (only
+;; the holder of flush-lock touches it); flush-lock: one flush at a time, so that lines
+;; leave in the order they came
+(struct log-file (path [out #:mutable] flush-lock [buf #:mutable] [fill #:mutable] [spare #:mutable]
+                       [flusher #:mutable]))
 
 (define flush-bytes 16384)
 (define flush-interval 0.2)
+(define initial-size 32768)
 
 ;; open-log-file : (or/c "-" path-string) -> log-file
 ;; Raises exn:fail:filesystem when the file cannot be opened (the caller reports it).
 (define (open-log-file path)
-  (define lf (log-file path (open-port path) (make-semaphore 1) '() 0 #f))
+  (define lf (log-file path (open-port path) (make-semaphore 1)
+                       (make-bytes initial-size) 0 (make-bytes initial-size) #f))
   (set-log-file-flusher!
    lf
    (thread (λ () (let loop () (sleep flush-interval) (log-file-flush! lf) (loop)))))
@@ -39,29 +52,114 @@
      (file-stream-buffer-mode out 'none)
      out]))
 
+;; room! : log-file natural -> bytes ; in atomic mode: the buffer, with n bytes free after fill
+(define (room! lf n)
+  (define buf (log-file-buf lf))
+  (define need (+ (log-file-fill lf) n))
+  (cond
+    [(<= need (bytes-length buf)) buf]
+    [else
+     (define bigger (make-bytes (max need (* 2 (bytes-length buf)))))
+     (bytes-copy! bigger 0 buf 0 (log-file-fill lf))
+     (set-log-file-buf! lf bigger)
+     bigger]))
+
+;; put! : log-file bytes -> void ; in atomic mode: appends bs
+(define (put! lf bs)
+  (define buf (room! lf (bytes-length bs)))
+  (define i (log-file-fill lf))
+  (bytes-copy! buf i bs)
+  (set-log-file-fill! lf (+ i (bytes-length bs))))
+
+;; put-byte! : log-file byte -> void ; in atomic mode
+(define (put-byte! lf b)
+  (define buf (room! lf 1))
+  (define i (log-file-fill lf))
+  (bytes-set! buf i b)
+  (set-log-file-fill! lf (add1 i)))
+
+;; put-decimal! : log-file exact-nonnegative-integer natural -> void
+;; In atomic mode: n in decimal, zero-padded to at least width digits.
+(define (put-decimal! lf n width)
+  (define digits (let count ([n (quotient n 10)] [k 1]) (if (zero? n) k (count (quotient n 10) (add1 k)))))
+  (define w (max digits width))
+  (define buf (room! lf w))
+  (define start (log-file-fill lf))
+  (let loop ([n n] [j (+ start w -1)])
+    (when (>= j start)
+      (bytes-set! buf j (+ 48 (remainder n 10)))
+      (loop (quotient n 10) (sub1 j))))
+  (set-log-file-fill! lf (+ start w)))
+
 ;; log-file-write! : log-file bytes -> void ; line without its newline
 (define (log-file-write! lf line)
-  (call-with-semaphore
-   (log-file-lock lf)
-   (λ ()
-     (set-log-file-pending! lf (cons #"\n" (cons line (log-file-pending lf))))
-     (set-log-file-size! lf (+ (log-file-size lf) 1 (bytes-length line)))))
-  (when (> (log-file-size lf) flush-bytes) (log-file-flush! lf)))
+  (start-atomic)
+  (put! lf line)
+  (put-byte! lf 10)
+  (define fill (log-file-fill lf))
+  (end-atomic)
+  (when (> fill flush-bytes) (log-file-flush! lf)))
+
+;; log-file-write-access! : log-file real (or/c bytes #f) (or/c bytes #f) (or/c bytes #f)
+;;                          any natural real natural -> void
+;; The access line of access-line, written into the buffer with its newline.
+(define (log-file-write-access! lf ms client method uri status bytes duration pid)
+  ;; a field that needs escaping is escaped before, outside atomic mode
+  (define c (field client))
+  (define m (field method))
+  (define u (field uri))
+  (define head (second-head ms))
+  (start-atomic)
+  (put-access! lf ms head c m u status bytes duration pid)
+  (put-byte! lf 10)
+  (define fill (log-file-fill lf))
+  (end-atomic)
+  (when (> fill flush-bytes) (log-file-flush! lf)))
+
+;; put-access! : log-file real bytes bytes bytes bytes any natural real natural -> void
+;; In atomic mode: TIME CLIENT "METHOD URI" STATUS BYTES DURATION-MS PID, fields escaped.
+(define (put-access! lf ms head client method uri status bytes duration pid)
+  (put! lf head)
+  (put-decimal! lf (exact-floor (- ms (* 1000 (exact-floor (/ ms 1000))))) 3)
+  (put! lf #"Z ")
+  (put! lf client)
+  (put! lf #" \"")
+  (put! lf method)
+  (put-byte! lf 32)
+  (put! lf uri)
+  (put! lf #"\" ")
+  (if (exact-nonnegative-integer? status) (put-decimal! lf status 1) (put-byte! lf 45))
+  (put-byte! lf 32)
+  (put-decimal! lf bytes 1)
+  (put-byte! lf 32)
+  ;; milliseconds with two decimals
+  (define hundredths (max 0 (exact-round (* 100 duration))))   ; the wall clock may step back
+  (put-decimal! lf (quotient hundredths 100) 1)
+  (put-byte! lf 46)
+  (put-decimal! lf (remainder hundredths 100) 2)
+  (put-byte! lf 32)
+  (put-decimal! lf pid 1))
 
 ;; log-file-flush! : log-file -> void ; one write of every pending line
+;; The buffer is swapped for the spare in atomic mode and written outside it, so writers
+;; never wait for the disk; flush-lock keeps the order of lines between two flushes.
 (define (log-file-flush! lf)
-  (call-with-semaphore
-   (log-file-lock lf)
-   (λ ()
-     (unless (null? (log-file-pending lf))
-       (define bs (apply bytes-append (reverse (log-file-pending lf))))
-       (set-log-file-pending! lf '())
-       (set-log-file-size! lf 0)
-       (with-handlers ([exn:fail? (λ (e) (log-fastcgi-error "cannot write ~a: ~a"
-                                                            (log-escape (log-file-path lf))
-                                                            (log-escape (exn-message e))))])
-         (write-bytes bs (log-file-out lf))
-         (flush-output (log-file-out lf)))))))
+  (semaphore-wait (log-file-flush-lock lf))
+  (start-atomic)
+  (define buf (log-file-buf lf))
+  (define fill (log-file-fill lf))
+  (set-log-file-buf! lf (log-file-spare lf))
+  (set-log-file-fill! lf 0)
+  (end-atomic)
+  (unless (zero? fill)
+    (with-handlers ([exn:fail? (λ (e) (log-fastcgi-error "cannot write ~a: ~a"
+                                                         (log-escape (log-file-path lf))
+                                                         (log-escape (exn-message e))))])
+      (write-bytes buf (log-file-out lf) 0 fill)
+      (flush-output (log-file-out lf))))
+  ;; a buffer that grew for a burst goes back to the usual size
+  (set-log-file-spare! lf (if (> (bytes-length buf) (* 4 initial-size)) (make-bytes initial-size) buf))
+  (semaphore-post (log-file-flush-lock lf)))
 
 ;; log-file-reopen! : log-file -> void
 ;; After logrotate moved the file away: pending lines go to the old file, new ones to a
@@ -70,7 +168,7 @@
   (log-file-flush! lf)
   (unless (equal? (log-file-path lf) "-")
     (call-with-semaphore
-     (log-file-lock lf)
+     (log-file-flush-lock lf)
      (λ ()
        (with-handlers ([exn:fail? (λ (e) (log-fastcgi-error "cannot reopen ~a: ~a"
                                                             (log-escape (log-file-path lf))
@@ -107,36 +205,26 @@
 ;;               -> bytes
 ;; TIME CLIENT "METHOD URI" STATUS BYTES DURATION-MS PID
 ;; e.g. 2026-11-20T10:04:05.123Z 192.0.2.7 "GET /a?b=1" 200 1432 0.84 12345
-;; One bytes-append of the pieces, with the time's seconds made once a second: formatting
-;; the line through strings and a date per request took 2.3 us and 3 KiB (a loop).
+;; The line log-file-write-access! writes, as bytes (made by the same code).
 (define (access-line ms client method uri status bytes duration pid)
-  (bytes-append (timestamp/bytes ms) #" " (field client) #" \"" (field method) #" " (field uri) #"\" "
-                (if status (number->bytes status) #"-") #" " (number->bytes bytes) #" "
-                (string->bytes/latin-1 (real->decimal-string* duration)) #" " (number->bytes pid)))
+  (define scratch (log-file #f #f #f (make-bytes 256) 0 #f #f))
+  (define head (second-head ms))
+  (define c (field client))
+  (define m (field method))
+  (define u (field uri))
+  (start-atomic)
+  (put-access! scratch ms head c m u status bytes duration pid)
+  (end-atomic)
+  (subbytes (log-file-buf scratch) 0 (log-file-fill scratch)))
 
-;; number->bytes : exact-integer -> bytes
-(define (number->bytes n) (string->bytes/latin-1 (number->string n)))
-
-;; timestamp/bytes : real -> bytes ; as timestamp, the part up to the seconds made once a
-;; second (the box holds the last second and its text, replaced whole: threads share it)
+;; second-head : real -> bytes ; "2026-11-20T10:04:05." for ms, made once a second (the
+;; box holds the last second and its text, replaced whole: threads share it)
 (define last-second (box (cons #f #"")))
-(define (timestamp/bytes ms)
+(define (second-head ms)
   (define secs (exact-floor (/ ms 1000)))
   (define last (unbox last-second))
-  (define head
-    (if (eqv? (car last) secs)
-        (cdr last)
-        (let ([head (string->bytes/latin-1 (substring (timestamp (* secs 1000.0)) 0 20))])
-          (set-box! last-second (cons secs head))
-          head)))
-  (define milli (exact-floor (- ms (* secs 1000))))
-  (bytes-append head
-                (cond [(< milli 10) #"00"] [(< milli 100) #"0"] [else #""])
-                (number->bytes milli) #"Z"))
-
-;; real->decimal-string* : real -> string ; milliseconds with two decimals
-(define (real->decimal-string* x)
-  (define hundredths (exact-round (* 100 x)))
-  (define whole (quotient hundredths 100))
-  (define frac (remainder hundredths 100))
-  (string-append (number->string whole) "." (if (< frac 10) "0" "") (number->string frac)))
+  (if (eqv? (car last) secs)
+      (cdr last)
+      (let ([head (string->bytes/latin-1 (substring (timestamp (* secs 1000.0)) 0 20))])
+        (set-box! last-second (cons secs head))
+        head)))

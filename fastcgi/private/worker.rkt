@@ -235,13 +235,13 @@
 (define (make-access-observer lf)
   (define pid (getpid))
   (λ (r ms)
-    (log-file-write! lf (access-line (current-inexact-milliseconds)
-                                     (or (request-param r #"REMOTE_ADDR") (string->bytes/utf-8 (fastcgi-request-peer r)))
-                                     (request-param r #"REQUEST_METHOD")
-                                     (request-param r #"REQUEST_URI")
-                                     (fastcgi-request-status r)
-                                     (fastcgi-request-bytes-out r)
-                                     ms pid))))
+    (log-file-write-access! lf (current-inexact-milliseconds)
+                            (or (request-param r #"REMOTE_ADDR") (string->bytes/utf-8 (fastcgi-request-peer r)))
+                            (request-param r #"REQUEST_METHOD")
+                            (request-param r #"REQUEST_URI")
+                            (fastcgi-request-status r)
+                            (fastcgi-request-bytes-out r)
+                            ms pid)))
 
 ;; watch-slow : server log-file real box -> none
 ;; Twice a second: every request whose handler has run past the threshold is written to
