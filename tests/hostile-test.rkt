@@ -187,6 +187,14 @@
                              (let-values ([(app proto) (parse-end-request (record-content r))]) proto))
                         acc))])))
 
+;; on-connections : fuzz-server natural (peer -> any) -> void
+;; proc on n connections to the child at once, each in a thread; returns when all are done.
+(define (on-connections fs n proc)
+  (define threads
+    (for/list ([_ (in-range n)])
+      (thread (λ () (with-peer (fuzz-server-path fs) proc)))))
+  (for-each thread-wait threads))
+
 ;; new-log-lines : fuzz-server byte-regexp (-> any) -> (listof bytes)
 ;; The lines of the child's log that match rx among those thunk made it write.
 (define (new-log-lines fs rx thunk)
@@ -385,18 +393,14 @@
                    (peak-growth-kb
                     fs
                     (λ ()
-                      (define threads
-                        (for/list ([c 10])
-                          (thread
-                           (λ ()
-                             (with-peer (fuzz-server-path fs)
-                               (λ (p)
-                                 (peer-send! p (apply bytes-append (for/list ([id (in-range 1 5001)]) (begin-bytes id))))
-                                 (check-equal? (remove-duplicates (end-statuses p 4900)) '(overloaded))
-                                 ;; a live request on the flooded connection is still served
-                                 (peer-send! p (stream->bytes 'params 1 #"") (stream->bytes 'stdin 1 #"x"))
-                                 (check-status (peer-answer p 1 10) 200)))))))
-                      (for-each thread-wait threads)))))))
+                      (on-connections
+                       fs 10
+                       (λ (p)
+                         (peer-send! p (apply bytes-append (for/list ([id (in-range 1 5001)]) (begin-bytes id))))
+                         (check-equal? (remove-duplicates (end-statuses p 4900)) '(overloaded))
+                         ;; a live request on the flooded connection is still served
+                         (peer-send! p (stream->bytes 'params 1 #"") (stream->bytes 'stdin 1 #"x"))
+                         (check-status (peer-answer p 1 10) 200)))))))))
         (printf "8: 10 connections x 5000 BEGIN_REQUEST: peak growth ~a kB\n" growth)
         ;; 1000 live requests (100 per connection) at about 18 KiB each measured 17 to 35
         ;; MiB; without the cap, 50000 would take about 900 MiB
@@ -481,20 +485,16 @@
           (peak-growth-kb
            fs
            (λ ()
-             (define threads
-               (for/list ([c 10])
-                 (thread
-                  (λ ()
-                    (with-peer (fuzz-server-path fs)
-                      (λ (p)
-                        (define half (pairs->bytes (list (cons #"P" (make-bytes 59990 120)))))
-                        (for ([id (in-range 1 101)])
-                          (peer-send! p (begin-bytes id) (record->bytes 'params id half)
-                                      (record->bytes 'params id half)))
-                        (define ends (filter values (end-statuses p #f 3)))
-                        (check-equal? (remove-duplicates ends) '(overloaded))
-                        (set-box! overloaded (+ (unbox overloaded) (length ends)))))))))
-             (for-each thread-wait threads))))
+             (on-connections
+              fs 10
+              (λ (p)
+                (define half (pairs->bytes (list (cons #"P" (make-bytes 59990 120)))))
+                (for ([id (in-range 1 101)])
+                  (peer-send! p (begin-bytes id) (record->bytes 'params id half)
+                              (record->bytes 'params id half)))
+                (define ends (filter values (end-statuses p #f 3)))
+                (check-equal? (remove-duplicates ends) '(overloaded))
+                (set-box! overloaded (+ (unbox overloaded) (length ends))))))))
         (printf "8 and 13: 10 connections x 100 requests x 120,000 bytes of params: peak growth ~a kB, ~a OVERLOADED\n"
                 growth (unbox overloaded))
         (check-true (> (unbox overloaded) 800) (format "~a OVERLOADED" (unbox overloaded)))
