@@ -187,6 +187,17 @@
                              (let-values ([(app proto) (parse-end-request (record-content r))]) proto))
                         acc))])))
 
+;; check-once-a-second : (listof bytes) byte-regexp -> void
+;; A flood's log lines, at one a second (a test takes a few seconds): some, not more than
+;; 20, the last of them rx followed by the count of the ones not written.
+(define (check-once-a-second lines rx)
+  (check-true (<= 1 (length lines) 20) (format "~a lines" (length lines)))
+  (check-true (and (pair? lines)
+                   (regexp-match? (byte-regexp (bytes-append (object-name rx)
+                                                             #"; [0-9]+ more refused so since the last such line"))
+                                  (last lines)))
+              (format "~s" lines)))
+
 ;; on-connections : fuzz-server natural (peer -> any) -> void
 ;; proc on n connections to the child at once, each in a thread; returns when all are done.
 (define (on-connections fs n proc)
@@ -407,10 +418,7 @@
         (check-true (< growth (* 64 1024)) (format "grew ~a kB" growth))
         ;; 49,000 refusals, logged at most once a second (one line each, before)
         (printf "8: ~a OVERLOADED log lines\n" (length lines))
-        (check-true (<= 1 (length lines) 20) (format "~a lines" (length lines)))
-        (check-true (regexp-match? #rx#"over 100 live requests on one connection: OVERLOADED; [0-9]+ more refused so since the last such line"
-                                   (last lines))
-                    (format "~s" (last lines)))
+        (check-once-a-second lines #rx#"over 100 live requests on one connection: OVERLOADED")
         (check-child-good fs))
 
       (test-case "5: unknown roles by the thousand on a kept connection: each answered, logged once a second"
@@ -426,10 +434,7 @@
                  (peer-send! p (request-bytes 1 #:params (params "CONTENT_LENGTH" "1") #:stdin #"z"))
                  (check-status (peer-answer p 1) 200))))))
         (printf "5: 5000 unknown roles: ~a log lines\n" (length lines))
-        (check-true (<= 1 (length lines) 20) (format "~a lines" (length lines)))
-        (check-true (regexp-match? #rx#"role 9 not served: UNKNOWN_ROLE; [0-9]+ more refused so since the last such line"
-                                   (last lines))
-                    (format "~s" (last lines)))
+        (check-once-a-second lines #rx#"role 9 not served: UNKNOWN_ROLE")
         (check-child-good fs))
 
       (test-case "14: bad requests by the thousand: each answered 400, 10 log lines a second, the rest counted"
