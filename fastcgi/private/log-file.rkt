@@ -179,7 +179,11 @@
 
 ;; log-file-close! : log-file -> void
 (define (log-file-close! lf)
+  ;; the flusher is stopped between two flushes, never in one: killed while it held
+  ;; flush-lock, it would leave the lock taken and the flush below waiting for ever
+  (semaphore-wait (log-file-flush-lock lf))
   (kill-thread (log-file-flusher lf))
+  (semaphore-post (log-file-flush-lock lf))
   (log-file-flush! lf)
   (unless (equal? (log-file-path lf) "-")
     (close-output-port (log-file-out lf))))

@@ -991,8 +991,9 @@ logger that was current when the library was instantiated. Log lines are:
        since the last one (@tt{request 101 from unix: over 100 live requests on one
        connection: OVERLOADED; 4899 more refused so since the last such line}). The
        other lines that follow from what a peer sent (requests answered 400, 413, 431 or
-       503 before their handler ran, bodies over their limit, requests ended by the flow
-       rule or the connection buffer, protocol errors, unparsable @wire{REQUEST_URI}s
+       503 before their handler ran, bodies over their limit, requests ended by the
+       connection buffer or because their handler fell behind on a multiplexed
+       connection, protocol errors, unparsable @wire{REQUEST_URI}s
        and request bodies in the servlet adapter, refused clients) are written in full
        for the first 10 of each kind in a second; the rest of that second are counted,
        and the next line of the kind written says how many were not
