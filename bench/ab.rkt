@@ -13,7 +13,8 @@
 ;; immutable string built once) instead of hello. Each round measures every variant in
 ;; turn, the others stopped (SIGSTOP) meanwhile: wrk warms it for 1 s, then measures S
 ;; seconds (-t1 -c25, or --connections), while the backend's user and system CPU is
-;; read from /proc/PID/stat. With --strace, a last run per variant counts system calls
+;; read from /proc/PID/stat, and so are nginx's (one worker) and how busy the machine's
+;; CPUs were (/proc/stat). With --strace, a last run per variant counts system calls
 ;; per request with `strace -c -f`; with --churn, each measurement also gives the share of
 ;; requests that came on a new connection (perf stat counting accept4); with --perf DIR, one per variant records where the
 ;; backend's time goes (perf, named by direct/perf-map.rkt) into DIR/NAME.data. With --idle N, each variant instead gets N connections
@@ -40,6 +41,13 @@
   (define stat (file->string (format "/proc/~a/stat" pid)))
   (define fields (string-split (substring stat (cdr (last (regexp-match-positions* #rx"\\)" stat))))))
   (values (string->number (list-ref fields 11)) (string->number (list-ref fields 12))))
+
+;; machine-ticks : -> (values natural natural) ; all CPUs' busy and total ticks (/proc/stat)
+(define (machine-ticks)
+  (define fields (map string->number (cdr (string-split (car (file->lines "/proc/stat"))))))
+  (define idle (+ (list-ref fields 3) (list-ref fields 4)))   ; idle and iowait
+  (define total (apply + fields))
+  (values (- total idle) total))
 
 ;; server-source : path boolean string [boolean] -> string
 ;; A server program for one tree: the raw hello handler of examples/hello-raw.rkt (or its
@@ -217,7 +225,8 @@
              (printf "~a, keep-conn ~a, wrk -t1 -c~a -d~as, ~a rounds\n"
                      (cond [servlet? "servlet"] [big? "raw 1 MiB"] [else "raw"]) (if keep? "on" "off") conns seconds rounds)
              (printf "~a\n" (string-join (list (~a "variant" #:width 12) (~a "req/s" #:width 8)
-                                               (~a "user us/req" #:width 12) "sys us/req"))))
+                                               (~a "user us/req" #:width 12) (~a "sys us/req" #:width 10)
+                                               "  nginx user + sys us/req, all CPUs busy"))))
            (for* ([r (in-range (if idle 0 rounds))]
                   [(v p pr) (in-parallel variants ports procs)])
              (define url (format "http://127.0.0.1:~a/" p))
@@ -227,14 +236,20 @@
                (signal-backend! o (if (eq? o pr) "-CONT" "-STOP")))
              (run-wrk url conns 1)
              (define-values (u0 s0) (cpu-ticks (proc-pid pr)))
+             (define-values (nu0 ns0) (cpu-ticks (proc-pid nginx-proc)))
+             (define-values (busy0 all0) (machine-ticks))
              (define counter (and churn? (start-accept-count (proc-pid pr) seconds)))
              (define l (run-wrk url conns seconds))
              (define-values (u1 s1) (cpu-ticks (proc-pid pr)))
+             (define-values (nu1 ns1) (cpu-ticks (proc-pid nginx-proc)))
+             (define-values (busy1 all1) (machine-ticks))
              (define accepts (and counter (finish-accept-count counter)))
              (define (us ticks) (~r (/ (* ticks 10000.0) (load-requests l)) #:precision 1))
              (printf "~a ~a ~a ~a~a\n" (~a (car v) #:width 12) (~a (round (load-rps l)) #:width 8)
-                     (~a (us (- u1 u0)) #:width 12) (us (- s1 s0))
+                     (~a (us (- u1 u0)) #:width 12) (~a (us (- s1 s0)) #:width 10)
                      (string-append
+                      (format "  nginx ~a + ~a, machine ~a% busy" (us (- nu1 nu0)) (us (- ns1 ns0))
+                              (~r (* 100.0 (/ (- busy1 busy0) (max 1 (- all1 all0)))) #:precision 0))
                       (if accepts (format "  ~a% of requests on a new connection" (~r (* 100.0 (/ accepts (max 1 (load-requests l)))) #:precision 1)) "")
                       (if (zero? (load-errors l)) "" (format "  (~a errors)" (load-errors l)))))
              (flush-output))
