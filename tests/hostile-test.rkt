@@ -207,11 +207,15 @@
   (for-each thread-wait threads))
 
 ;; new-log-lines : fuzz-server byte-regexp (-> any) -> (listof bytes)
-;; The lines of the child's log that match rx among those thunk made it write.
+;; The lines of the child's log that match rx among those thunk made it write. The child
+;; writes its log from a thread of its own, after the answer may have left: "log" waits
+;; until every line queued before it is in the file (without it, a loaded machine read the
+;; file before the line of a request already answered).
 (define (new-log-lines fs rx thunk)
   (define log-file (proc-stderr-file (fuzz-server-proc fs)))
   (define before (file-size log-file))
   (thunk)
+  (check-equal? (child-command fs "log") "log done")
   (regexp-match* rx (subbytes (file->bytes log-file) before)))
 
 ;; check-child-same : peer natural -> void ; a kept connection to the child still serves

@@ -8,7 +8,8 @@
 ;; logs REQUEST_URI at warning on the application's own logger (topic `app`). Log lines of
 ;; level warning (or --log-level) and above go to stderr.
 ;; Prints "ready PID" on stdout; a "gc" line on stdin gets two major collections and
-;; "gc done"; "fds" prints how many sockets have a descriptor above 1024; EOF on stdin
+;; "gc done"; "fds" prints how many sockets have a descriptor above 1024; "log" prints "log
+;; done" once every log line queued before it is in the log file; EOF on stdin
 ;; stops the server. As in raco fastcgi (fastcgi/private/raco.rkt), the server runs under a
 ;; logger with no parent, so that Racket's default stderr receiver does not print its
 ;; error lines a second time, without a timestamp.
@@ -95,7 +96,10 @@
            (collect-garbage)
            (printf "gc done\n")]
           [(equal? line "fds")
-           (printf "~a\n" (high-sockets))])
+           (printf "~a\n" (high-sockets))]
+          [(equal? line "log")
+           (flush-logging)
+           (printf "log done\n")])
         (flush-output)
         (loop)))
     (stop #:timeout 1)
