@@ -3,13 +3,13 @@
 ;; handler served by two or more copies of the `fastcgi` collection, behind one nginx,
 ;; measured in alternation so that a noisy machine hurts every variant alike.
 ;;
-;;   racket bench/ab.rkt [--servlet] [--close] [--big] [--rounds N] [--seconds S] [--connections N] [--strace] \
+;;   racket bench/ab.rkt [--servlet] [--close] [--tcp] [--big] [--rounds N] [--seconds S] [--connections N] [--strace] \
 ;;                       [--churn] [--perf DIR] [--idle N] NAME=TREE ...
 ;;
 ;; TREE is a directory holding a `fastcgi/` collection (e.g. a copy of the tree before a
 ;; change, and /work/main), `c` for the C responder (bench/c-responder, hello only), or
 ;; a FILE.rkt run as `racket FILE.rkt ADDRESS` (a stand-alone backend, e.g. an
-;; experiment). --big: the raw handler answers 1 MiB (with a Content-Length, an
+;; experiment). --tcp: the backends listen on 127.0.0.1 ports instead of unix sockets. --big: the raw handler answers 1 MiB (with a Content-Length, an
 ;; immutable string built once) instead of hello. Each round measures every variant in
 ;; turn, the others stopped (SIGSTOP) meanwhile: wrk warms it for 1 s, then measures S
 ;; seconds (-t1 -c25, or --connections), while the backend's user and system CPU is
@@ -157,6 +157,7 @@
   (define servlet? #f)
   (define big? #f)
   (define keep? #t)
+  (define tcp? #f)
   (define rounds 2)
   (define seconds 5)
   (define strace? #f)
@@ -170,6 +171,7 @@
      ["--servlet" "serve examples/hello.rkt's servlet instead of the raw handler" (set! servlet? #t)]
      ["--big" "the raw handler answers 1 MiB instead of hello" (set! big? #t)]
      ["--close" "nginx without keep-conn (a FastCGI connection per request)" (set! keep? #f)]
+     ["--tcp" "backends listen on 127.0.0.1 (TCP) instead of unix sockets" (set! tcp? #t)]
      ["--rounds" n "rounds of measurements (default 2)" (set! rounds (string->number n))]
      ["--seconds" s "seconds of each wrk measurement (default 5)" (set! seconds (string->number s))]
      ["--connections" n "wrk's connections (default 25)" (set! conns (string->number n))]
@@ -187,10 +189,14 @@
   (call-with-temp-dir
    "fcgiab"
    (λ (dir)
-     (define ports (free-ports (length variants)))
+     ;; nginx's ports, then (with --tcp) the backends'
+     (define all-ports (free-ports (* (if tcp? 2 1) (length variants))))
+     (define ports (take all-ports (length variants)))
      (define addrs
-       (for/list ([v (in-list variants)] [i (in-naturals)])
-         (format "unix:~a" (build-path dir (format "v~a.sock" i)))))
+       (if tcp?
+           (for/list ([p (in-list (drop all-ports (length variants)))]) (format "127.0.0.1:~a" p))
+           (for/list ([v (in-list variants)] [i (in-naturals)])
+             (format "unix:~a" (build-path dir (format "v~a.sock" i))))))
      (define fronts
        (for/hash ([p (in-list ports)] [a (in-list addrs)] [i (in-naturals)])
          (values (format "v~a" i) (front (format "v~a" i) p 'fastcgi (list a) keep?))))

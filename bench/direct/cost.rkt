@@ -6,11 +6,12 @@
 ;; connection costs). CONNS (default 8) connections of bench/direct/load.c, pinned to CPU 0
 ;; with taskset; run this under `taskset -c 1` to keep the two apart. With SERVLET set in
 ;; the environment, the server is examples/hello.rkt's servlet (serve/fastcgi) instead;
+;; with TCP=PORT, the server listens on 127.0.0.1:PORT instead of a unix socket;
 ;; with PERF=FILE, perf records where the server's time goes (see below).
 ;; Printed per request: user and system CPU (/proc/self/stat), the process's CPU and GC
 ;; time and thread swaps (vector-set-performance-stats!), and bytes allocated
 ;; (current-memory-use 'cumulative). The load's own CPU is not in these figures.
-;; Everything lives in a temporary directory: a unix socket, no network.
+;; Everything lives in a temporary directory: a unix socket (or loopback TCP), no network.
 (require racket/file
          (only-in racket/os getpid)
          racket/port
@@ -34,7 +35,10 @@
 
 (define dir (make-temporary-file "fcgi-cost-~a" 'directory))
 (define load (path->string (build-path dir "load")))
-(define sock (path->string (build-path dir "s.sock")))
+(define tcp-port (getenv "TCP"))
+;; where the server listens, and what the load dials
+(define listen (if tcp-port (string-append "127.0.0.1:" tcp-port) (string-append "unix:" (path->string (build-path dir "s.sock")))))
+(define sock (if tcp-port (string-append "tcp:" tcp-port) (path->string (build-path dir "s.sock"))))
 (unless (system* (find-executable-path "gcc") "-O2" "-o" load (path->string load-source))
   (error 'cost "cannot compile ~a" load-source))
 
@@ -43,11 +47,11 @@
 (cond
   [servlet?
    (define serve (dynamic-require main 'serve/fastcgi))
-   (void (serve (dynamic-require hello-servlet 'start) #:listen (string-append "unix:" sock)))]
+   (void (serve (dynamic-require hello-servlet 'start) #:listen listen))]
   [else
    (define serve (dynamic-require main 'serve/fastcgi-raw))
    (define stdout (dynamic-require main 'fastcgi-request-stdout))
-   (void (serve (λ (req) (write-bytes answer (stdout req))) #:listen (string-append "unix:" sock)))])
+   (void (serve (λ (req) (write-bytes answer (stdout req))) #:listen listen))])
 
 ;; run-load : natural -> string ; the load's report ("N requests ...")
 (define (run-load secs)
@@ -99,8 +103,8 @@
 (define n (string->number (car (regexp-match #px"^[0-9]+" out))))
 (define (per i) (/ (* 1000.0 (- (vector-ref v1 i) (vector-ref v0 i))) n))
 (define (us ticks) (real->decimal-string (/ (* 10000.0 ticks) n) 2))
-(printf "~a~a K=~a CONNS=~a: ~a req/s, per request: user ~a us, sys ~a us, GC ~a us, ~a swaps, ~a bytes allocated\n"
-        (vector-ref args 0) (if servlet? " servlet" "") k conns (quotient n seconds) (us (- u1 u0)) (us (- s1 s0))
+(printf "~a~a~a K=~a CONNS=~a: ~a req/s, per request: user ~a us, sys ~a us, GC ~a us, ~a swaps, ~a bytes allocated\n"
+        (vector-ref args 0) (if servlet? " servlet" "") (if tcp-port " TCP" "") k conns (quotient n seconds) (us (- u1 u0)) (us (- s1 s0))
         (real->decimal-string (per 2) 2) (real->decimal-string (/ (per 4) 1000) 2)
         (quotient (- m1 m0) n))
 (delete-directory/files dir)

@@ -1,5 +1,5 @@
-// load SOCKPATH CONNS SECONDS [K]: closed-loop FastCGI load straight on a unix socket, no
-// front. CONNS keep-conn connections each send one nginx-like GET (begin, 20 params, empty
+// load SOCKPATH CONNS SECONDS [K]: closed-loop FastCGI load straight on a unix socket (or,
+// for SOCKPATH tcp:PORT, on 127.0.0.1:PORT), no front. CONNS keep-conn connections each send one nginx-like GET (begin, 20 params, empty
 // stdin) and the next as soon as END_REQUEST arrives; prints requests, req/s and
 // reconnects. With K > 0, a connection is closed after its K-th request and a new one
 // opened in its place (nginx does that when more requests are in flight than its upstream
@@ -12,6 +12,8 @@
 #include <time.h>
 #include <sys/socket.h>
 #include <sys/un.h>
+#include <netinet/in.h>
+#include <arpa/inet.h>
 #include <sys/epoll.h>
 static unsigned char req[2048]; static int reqlen;
 static void rec(int type, const unsigned char *c, int len) {
@@ -26,6 +28,18 @@ static const char *P[] = {"QUERY_STRING","","REQUEST_METHOD","GET","CONTENT_TYPE
  "SERVER_SOFTWARE","nginx/1.22.1","REMOTE_ADDR","127.0.0.1","REMOTE_PORT","40000",
  "SERVER_ADDR","127.0.0.1","SERVER_PORT","8080","SERVER_NAME","localhost","REDIRECT_STATUS","200",
  "HTTP_HOST","127.0.0.1:8080","HTTP_USER_AGENT","wrk",0};
+// dial : const char * -> int ; a connected socket to the server, or -1
+static int dial(const char *where) {
+  if (strncmp(where, "tcp:", 4) == 0) {
+    struct sockaddr_in a = {0}; a.sin_family = AF_INET; a.sin_port = htons(atoi(where + 4));
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    return connect(fd, (void *)&a, sizeof a) < 0 ? -1 : fd;
+  }
+  struct sockaddr_un a = {0}; a.sun_family = AF_UNIX; strncpy(a.sun_path, where, 107);
+  int fd = socket(AF_UNIX, SOCK_STREAM, 0);
+  return connect(fd, (void *)&a, sizeof a) < 0 ? -1 : fd;
+}
 struct conn { int fd; int got; int nreq; unsigned char buf[65536]; int fill; };
 int main(int argc, char **argv) {
   int n = atoi(argv[2]); double secs = atof(argv[3]); int K = argc > 4 ? atoi(argv[4]) : 0; long conns = 0;
@@ -37,9 +51,7 @@ int main(int argc, char **argv) {
   int ep = epoll_create1(0);
   struct conn *cs = calloc(n, sizeof *cs);
   for (int i = 0; i < n; i++) {
-    struct sockaddr_un a = {0}; a.sun_family = AF_UNIX; strncpy(a.sun_path, argv[1], 107);
-    cs[i].fd = socket(AF_UNIX, SOCK_STREAM, 0);
-    if (connect(cs[i].fd, (void *)&a, sizeof a) < 0) { perror("connect"); return 1; }
+    if ((cs[i].fd = dial(argv[1])) < 0) { perror("connect"); return 1; }
     struct epoll_event e = {EPOLLIN, {.ptr = &cs[i]}}; epoll_ctl(ep, EPOLL_CTL_ADD, cs[i].fd, &e);
     if (write(cs[i].fd, req, reqlen) != reqlen) { perror("write"); return 1; }
   }
@@ -64,9 +76,7 @@ int main(int argc, char **argv) {
         if (c->buf[off+1] == 3) { done++; c->nreq++;
           if (K && c->nreq >= K) {
             close(c->fd); c->nreq = 0; c->fill = 0; off = 0; conns++;
-            struct sockaddr_un a = {0}; a.sun_family = AF_UNIX; strncpy(a.sun_path, argv[1], 107);
-            c->fd = socket(AF_UNIX, SOCK_STREAM, 0);
-            if (connect(c->fd, (void *)&a, sizeof a) < 0) { perror("connect"); return 1; }
+            if ((c->fd = dial(argv[1])) < 0) { perror("connect"); return 1; }
             struct epoll_event e = {EPOLLIN, {.ptr = c}}; epoll_ctl(ep, EPOLL_CTL_ADD, c->fd, &e);
             if (write(c->fd, req, reqlen) != reqlen) { perror("write"); return 1; }
             goto next;
