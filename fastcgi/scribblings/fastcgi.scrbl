@@ -566,6 +566,15 @@ runs a manager process and several @deftech{worker} processes, as php-fpm does:
        stopped.}
 ]
 
+How many workers: one per core, the default, suits handlers that compute. In the
+benchmark (@filepath{bench/RESULTS.md}, 2 cores), a CPU-bound handler served 1.94 times as
+many requests a second with 2 workers as with 1. Handlers that do little per request
+behave otherwise when the front runs on the same cores. There, the worker processes
+compete with the front for CPU, and each worker sleeps and wakes for nearly every
+request. In the same run, hello world through nginx on those 2 cores answered 42,145
+requests a second with @DFlag{workers} @tt{1} and 34,048 with @DFlag{workers} @tt{2}.
+Measure your own app behind your own front before choosing.
+
 Workers are stopped gracefully (SIGTERM): a worker stops accepting, finishes the requests
 it holds for up to @DFlag{graceful-timeout} seconds, closes its idle kept connections, and
 exits; the manager kills it (SIGKILL) 2 seconds after that bound. A request that arrives
