@@ -9,8 +9,9 @@
 ;; TREE is a directory holding a `fastcgi/` collection (e.g. a copy of the tree before a
 ;; change, and /work/main), `c` for the C responder (bench/c-responder, hello only), or
 ;; a FILE.rkt run as `racket FILE.rkt ADDRESS` (a stand-alone backend, e.g. an
-;; experiment). --tcp: the backends listen on 127.0.0.1 ports instead of unix sockets. --big: the raw handler answers 1 MiB (with a Content-Length, an
-;; immutable string built once) instead of hello. Each round measures every variant in
+;; experiment). --tcp: the backends listen on 127.0.0.1 ports instead of unix sockets.
+;; --big: the raw handler answers 1 MiB (with a Content-Length, an immutable string built
+;; once) instead of hello. Each round measures every variant in
 ;; turn, the others stopped (SIGSTOP) meanwhile: wrk warms it for 1 s, then measures S
 ;; seconds (-t1 -c25, or --connections), while the backend's user and system CPU is
 ;; read from /proc/PID/stat, and so are nginx's (one worker) and how busy the machine's
@@ -43,8 +44,10 @@
   (values (string->number (list-ref fields 11)) (string->number (list-ref fields 12))))
 
 ;; machine-ticks : -> (values natural natural) ; all CPUs' busy and total ticks (/proc/stat)
+;; The first eight fields: user nice system idle iowait irq softirq steal (guest time is
+;; already counted in user and nice).
 (define (machine-ticks)
-  (define fields (map string->number (cdr (string-split (car (file->lines "/proc/stat"))))))
+  (define fields (take (map string->number (cdr (string-split (car (file->lines "/proc/stat"))))) 8))
   (define idle (+ (list-ref fields 3) (list-ref fields 4)))   ; idle and iowait
   (define total (apply + fields))
   (values (- total idle) total))

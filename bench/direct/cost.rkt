@@ -37,8 +37,9 @@
 (define load (path->string (build-path dir "load")))
 (define tcp-port (getenv "TCP"))
 ;; where the server listens, and what the load dials
-(define listen (if tcp-port (string-append "127.0.0.1:" tcp-port) (string-append "unix:" (path->string (build-path dir "s.sock")))))
-(define sock (if tcp-port (string-append "tcp:" tcp-port) (path->string (build-path dir "s.sock"))))
+(define sock-path (path->string (build-path dir "s.sock")))
+(define listen (if tcp-port (string-append "127.0.0.1:" tcp-port) (string-append "unix:" sock-path)))
+(define sock (if tcp-port (string-append "tcp:" tcp-port) sock-path))
 (unless (system* (find-executable-path "gcc") "-O2" "-o" load (path->string load-source))
   (error 'cost "cannot compile ~a" load-source))
 

@@ -1,7 +1,7 @@
 // load SOCKPATH CONNS SECONDS [K]: closed-loop FastCGI load straight on a unix socket (or,
-// for SOCKPATH tcp:PORT, on 127.0.0.1:PORT), no front. CONNS keep-conn connections each send one nginx-like GET (begin, 20 params, empty
-// stdin) and the next as soon as END_REQUEST arrives; prints requests, req/s and
-// reconnects. With K > 0, a connection is closed after its K-th request and a new one
+// for SOCKPATH tcp:PORT, on 127.0.0.1:PORT), no front. CONNS keep-conn connections each
+// send one nginx-like GET (begin, 20 params, empty stdin) and the next as soon as
+// END_REQUEST arrives; prints requests, req/s and reconnects. With K > 0, a connection is closed after its K-th request and a new one
 // opened in its place (nginx does that when more requests are in flight than its upstream
 // keepalive keeps). Used by direct.sh (bench/OPTIMISATIONS.md, rounds 6 and 7).
 #include <stdio.h>

@@ -9,7 +9,8 @@
 ;; level warning (or --log-level) and above go to stderr.
 ;; Prints "ready PID" on stdout; a "gc" line on stdin gets two major collections and
 ;; "gc done"; "fds" prints how many sockets have a descriptor above 1024; "log" prints "log
-;; done" once every log line queued before it is in the log file; EOF on stdin
+;; done" once every log line queued before it is in the log file ("log timeout" if that
+;; took over 2 s); EOF on stdin
 ;; stops the server. As in raco fastcgi (fastcgi/private/raco.rkt), the server runs under a
 ;; logger with no parent, so that Racket's default stderr receiver does not print its
 ;; error lines a second time, without a timestamp.
@@ -98,8 +99,7 @@
           [(equal? line "fds")
            (printf "~a\n" (high-sockets))]
           [(equal? line "log")
-           (flush-logging)
-           (printf "log done\n")])
+           (printf (if (flush-logging) "log done\n" "log timeout\n"))])
         (flush-output)
         (loop)))
     (stop #:timeout 1)
