@@ -9,7 +9,6 @@
 (provide start-stderr-logging!
          flush-logging)
 
-(define done (make-semaphore 0))
 (define printer #f)
 
 ;; start-stderr-logging! : symbol #:tag (or/c string #f) -> void
@@ -28,8 +27,10 @@
                 (write-line v err)
                 (loop)]
                [else
-                ;; flush: print what is already queued, then signal
-                (thread-receive)
+                ;; flush: print what is already queued, then signal that flush's caller
+                ;; (each call has its own semaphore: a post that comes after its caller
+                ;; gave up must not answer the next call)
+                (define done (thread-receive))
                 (let drain ()
                   (define v (sync/timeout 0 receiver))
                   (when v (write-line v err) (drain)))
@@ -48,8 +49,12 @@
 
 (define line-tag "")
 
-;; flush-logging : -> void ; wait (at most 2 s) until queued log lines are printed
+;; flush-logging : -> any ; wait (at most 2 s) until queued log lines are printed
+;; #f: the wait timed out (or the printer is gone)
 (define (flush-logging)
-  (when printer
-    (thread-send printer 'flush #f)
-    (sync/timeout 2 done)))
+  (cond
+    [printer
+     (define done (make-semaphore 0))
+     (and (thread-send printer done #f)
+          (sync/timeout 2 done))]
+    [else #t]))

@@ -1,0 +1,51 @@
+#lang racket/base
+;; fastcgi/private/logging.rkt: flush-logging returns once the lines logged before it are
+;; printed, and a flush that timed out does not answer a later one.
+(require racket/port
+         racket/string
+         rackunit
+         "../fastcgi/private/log.rkt"
+         "../fastcgi/private/logging.rkt")
+
+;; The printer writes into a pipe that holds 64 bytes: while nobody reads it, a longer line
+;; blocks the printer, as a stderr nobody reads would.
+(define-values (in out) (make-pipe 64))
+(parameterize ([current-error-port out])
+  (start-stderr-logging! 'info))
+
+(define line-1 (string-append "first " (make-string 200 #\a)))
+(define line-2 (string-append "second " (make-string 200 #\b)))
+(define line-3 "third")
+
+;; drain! : -> string ; what the printer wrote, read until it has written nothing for 0.3 s
+(define (drain!)
+  (define got (open-output-string))
+  (let loop ()
+    (define buf (make-bytes 4096))
+    (define n (sync/timeout 0.3 (read-bytes-avail!-evt buf in)))
+    (when (exact-positive-integer? n)
+      (write-bytes buf got 0 n)
+      (loop)))
+  (get-output-string got))
+
+(test-case "a flush waits for the lines logged before it"
+  (log-fastcgi-warning "~a" line-1)
+  ;; the printer is blocked on the full pipe: the flush cannot finish, and says so
+  (check-false (flush-logging))
+  (define printed (drain!))
+  (check-true (string-contains? printed line-1)))
+
+(test-case "a flush that timed out does not answer the next one"
+  ;; the first flush's printer went on once the pipe was read, and signalled that flush
+  ;; after its caller had given up. Block the printer again: the next flush must time out
+  ;; as well, not return on the earlier signal.
+  (log-fastcgi-warning "~a" line-2)
+  (check-false (flush-logging))
+  (define printed (drain!))
+  (check-true (string-contains? printed line-2)))
+
+(test-case "with the printer free, a flush returns once its lines are out"
+  ;; a short line: it fits in the pipe, so the printer does not block
+  (log-fastcgi-warning "~a" line-3)
+  (check-not-false (flush-logging))
+  (check-true (string-contains? (drain!) line-3)))
