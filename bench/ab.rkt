@@ -9,7 +9,9 @@
 ;; TREE is a directory holding a `fastcgi/` collection (e.g. a copy of the tree before a
 ;; change, and /work/main), `c` for the C responder (bench/c-responder, hello only), or
 ;; a FILE.rkt run as `racket FILE.rkt ADDRESS` (a stand-alone backend, e.g. an
-;; experiment). --tcp: the backends listen on 127.0.0.1 ports instead of unix sockets.
+;; experiment). NAME=TREE@SERVLET.rkt: TREE's serve/fastcgi serving the `start` of that
+;; module file (a servlet variant beside the others, with or without --servlet).
+;; --tcp: the backends listen on 127.0.0.1 ports instead of unix sockets.
 ;; --big: the raw handler answers 1 MiB (with a Content-Length, an immutable string built
 ;; once) instead of hello. Each round measures every variant in
 ;; turn, the others stopped (SIGSTOP) meanwhile: wrk warms it for 1 s, then measures S
@@ -56,7 +58,7 @@
 ;; A server program for one tree: the raw hello handler of examples/hello-raw.rkt (or its
 ;; 1 MiB answer, built once, with big?) or the servlet of examples/hello.rkt, written
 ;; inline so that it loads that tree's collection.
-(define (server-source tree servlet? address [big? #f] [perf-map? #f])
+(define (server-source tree servlet? address [big? #f] [perf-map? #f] [servlet-file #f])
   (define main (path->string (build-path tree "fastcgi" "main.rkt")))
   (string-append
    "#lang racket/base\n"
@@ -74,12 +76,17 @@
         "                [v (values-of (module->namespace m))]) v)))\n"
         "  (write-perf-map! (filter procedure? roots)))))\n")
        "")
-   (if servlet?
+   (cond
+     [servlet-file
+      (format "(serve/fastcgi (dynamic-require (string->path ~s) 'start) #:listen ~s)\n"
+              (path->string servlet-file) address)]
+     [servlet?
        (string-append
         "(define (start req)\n"
         "  (response/output (λ (out) (write-bytes #\"Hello, World!\\n\" out))\n"
         "                   #:mime-type #\"text/plain\"))\n"
-        (format "(serve/fastcgi start #:listen ~s)\n" address))
+        (format "(serve/fastcgi start #:listen ~s)\n" address))]
+     [else
        (string-append
         (if big?
             (string-append
@@ -88,7 +95,7 @@
              "  #\"Content-Length: 1048576\\r\\n\\r\\n\" (make-bytes 1048576 120))))\n")
             "(define answer #\"Status: 200 OK\\r\\nContent-Type: text/plain\\r\\n\\r\\nHello, World!\\n\")\n")
         "(define (handler req) (write-bytes answer (fastcgi-request-stdout req)))\n"
-        (format "(serve/fastcgi-raw handler #:listen ~s)\n" address)))
+        (format "(serve/fastcgi-raw handler #:listen ~s)\n" address))])
    "(sync never-evt)\n"))
 
 ;; start-accept-count : natural real -> list ; perf counting the backend's accept4 calls
@@ -186,9 +193,10 @@
      specs))
   (define variants
     (for/list ([s (in-list specs)])
-      (define m (regexp-match #rx"^([^=]+)=(.+)$" s))
-      (unless m (error 'ab "expected NAME=TREE, got ~s" s))
-      (cons (cadr m) (and (not (equal? (caddr m) "c")) (path->complete-path (caddr m))))))
+      (define m (regexp-match #rx"^([^=]+)=([^@]+)(?:@(.+))?$" s))
+      (unless m (error 'ab "expected NAME=TREE or NAME=TREE@SERVLET.rkt, got ~s" s))
+      (list (cadr m) (and (not (equal? (caddr m) "c")) (path->complete-path (caddr m)))
+            (and (cadddr m) (path->complete-path (cadddr m))))))
   (call-with-temp-dir
    "fcgiab"
    (λ (dir)
@@ -207,14 +215,14 @@
      (define peers
        (for/list ([v (in-list variants)] [a (in-list addrs)] [i (in-naturals)])
          (cond
-           [(not (cdr v))
+           [(not (cadr v))
             (define exe (build-c! dir))
             (peer (car v) (path->string exe) (list a) (list a))]
-           [(regexp-match? #rx"[.]rkt$" (path->string (cdr v)))
-            (peer (car v) (path->string (find-executable-path "racket")) (list (path->string (cdr v)) a) (list a))]
+           [(regexp-match? #rx"[.]rkt$" (path->string (cadr v)))
+            (peer (car v) (path->string (find-executable-path "racket")) (list (path->string (cadr v)) a) (list a))]
            [else
             (define file (build-path dir (format "serve-~a.rkt" i)))
-            (call-with-output-file file (λ (o) (write-string (server-source (cdr v) servlet? a big? (and perf-dir #t)) o)))
+            (call-with-output-file file (λ (o) (write-string (server-source (cadr v) servlet? a big? (and perf-dir #t) (caddr v)) o)))
             (peer (car v) (path->string (find-executable-path "racket")) (list (path->string file)) (list a))])))
      (dynamic-wind
       void

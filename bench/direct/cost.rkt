@@ -4,8 +4,9 @@
 ;; fastcgi/ collection (as for direct.sh); K: each connection is replaced after K requests
 ;; (0: never; 1: every request on a new connection, so the figures are mostly what a
 ;; connection costs). CONNS (default 8) connections of bench/direct/load.c, pinned to CPU 0
-;; with taskset; run this under `taskset -c 1` to keep the two apart. With SERVLET set in
+;; with taskset; run this under `taskset -c 1` to keep the two apart. With SERVLET=1 in
 ;; the environment, the server is examples/hello.rkt's servlet (serve/fastcgi) instead;
+;; with SERVLET=FILE, the servlet `start` of that module file;
 ;; with TCP=PORT, the server listens on 127.0.0.1:PORT instead of a unix socket;
 ;; with PERF=FILE, perf records where the server's time goes (see below).
 ;; Printed per request: user and system CPU (/proc/self/stat), the process's CPU and GC
@@ -32,6 +33,9 @@
 (define seconds (if (= 3 (vector-length args)) (string->number (vector-ref args 2)) 4))
 (define conns (or (getenv "CONNS") "8"))
 (define servlet? (getenv "SERVLET"))
+;; SERVLET=1: examples/hello.rkt; any other value: a module file that provides start
+(define servlet-file
+  (and servlet? (if (equal? servlet? "1") hello-servlet (path->complete-path servlet?))))
 
 (define dir (make-temporary-file "fcgi-cost-~a" 'directory))
 (define load (path->string (build-path dir "load")))
@@ -48,7 +52,7 @@
 (cond
   [servlet?
    (define serve (dynamic-require main 'serve/fastcgi))
-   (void (serve (dynamic-require hello-servlet 'start) #:listen listen))]
+   (void (serve (dynamic-require servlet-file 'start) #:listen listen))]
   [else
    (define serve (dynamic-require main 'serve/fastcgi-raw))
    (define stdout (dynamic-require main 'fastcgi-request-stdout))
@@ -105,7 +109,7 @@
 (define (per i) (/ (* 1000.0 (- (vector-ref v1 i) (vector-ref v0 i))) n))
 (define (us ticks) (real->decimal-string (/ (* 10000.0 ticks) n) 2))
 (printf "~a~a~a K=~a CONNS=~a: ~a req/s, per request: user ~a us, sys ~a us, GC ~a us, ~a swaps, ~a bytes allocated\n"
-        (vector-ref args 0) (if servlet? " servlet" "") (if tcp-port " TCP" "") k conns (quotient n seconds) (us (- u1 u0)) (us (- s1 s0))
+        (vector-ref args 0) (cond [(not servlet?) ""] [(equal? servlet? "1") " servlet"] [else (format " servlet ~a" servlet?)]) (if tcp-port " TCP" "") k conns (quotient n seconds) (us (- u1 u0)) (us (- s1 s0))
         (real->decimal-string (per 2) 2) (real->decimal-string (/ (per 4) 1000) 2)
         (quotient (- m1 m0) n))
 (delete-directory/files dir)
