@@ -28,7 +28,7 @@
       (loop)))
   (get-output-string got))
 
-(test-case "a flush waits for the lines logged before it"
+(test-case "a flush that cannot finish in 2 s says so"
   (log-fastcgi-warning "~a" line-1)
   ;; the printer is blocked on the full pipe: the flush cannot finish, and says so
   (check-false (flush-logging))
