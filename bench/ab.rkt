@@ -54,10 +54,10 @@
   (define total (apply + fields))
   (values (- total idle) total))
 
-;; server-source : path boolean string [boolean] -> string
+;; server-source : path boolean string [boolean boolean (or/c path #f)] -> string
 ;; A server program for one tree: the raw hello handler of examples/hello-raw.rkt (or its
-;; 1 MiB answer, built once, with big?) or the servlet of examples/hello.rkt, written
-;; inline so that it loads that tree's collection.
+;; 1 MiB answer, built once, with big?), the servlet of examples/hello.rkt, or the `start`
+;; of servlet-file, written inline so that it loads that tree's collection.
 (define (server-source tree servlet? address [big? #f] [perf-map? #f] [servlet-file #f])
   (define main (path->string (build-path tree "fastcgi" "main.rkt")))
   (string-append
@@ -195,6 +195,8 @@
     (for/list ([s (in-list specs)])
       (define m (regexp-match #rx"^([^=]+)=([^@]+)(?:@(.+))?$" s))
       (unless m (error 'ab "expected NAME=TREE or NAME=TREE@SERVLET.rkt, got ~s" s))
+      (when (and (cadddr m) (or (equal? (caddr m) "c") (regexp-match? #rx"[.]rkt$" (caddr m))))
+        (error 'ab "@SERVLET.rkt needs a tree, not the C responder or a stand-alone FILE.rkt: ~s" s))
       (list (cadr m) (and (not (equal? (caddr m) "c")) (path->complete-path (caddr m)))
             (and (cadddr m) (path->complete-path (cadddr m))))))
   (call-with-temp-dir

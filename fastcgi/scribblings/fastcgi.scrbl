@@ -567,12 +567,11 @@ runs a manager process and several @deftech{worker} processes, as php-fpm does:
 ]
 
 How many workers: one per core, the default, suits handlers that compute. In the
-benchmark (@filepath{bench/RESULTS.md}, 2 cores), a CPU-bound handler served 1.94 times as
+benchmark (@filepath{bench/RESULTS.md}, 2 cores), a CPU-bound handler served 1.91 times as
 many requests a second with 2 workers as with 1. Handlers that do little per request
-can do better with fewer workers when the front runs on the same cores, since every
-worker process then competes with the front for CPU. In the same run, hello world
-through nginx on those 2 cores answered 42,145
-requests a second with @DFlag{workers} @tt{1} and 34,048 with @DFlag{workers} @tt{2}.
+can do better with fewer workers when the front runs on the same cores. In the same run,
+hello world through nginx on those 2 cores answered 40,371
+requests a second with @DFlag{workers} @tt{1} and 33,265 with @DFlag{workers} @tt{2}.
 Measure your own app behind your own front before choosing.
 
 Workers are stopped gracefully (SIGTERM): a worker stops accepting, finishes the requests
