@@ -1,33 +1,67 @@
 #lang racket/base
 ;; Loading an application file for `raco fastcgi serve` and `dev`.
-;; A servlet app provides `start : request -> response`; a raw app provides
-;; `fastcgi-handler : fastcgi-request -> any`. Either may provide `fastcgi-roles` (default
-;; '(responder)); a servlet may take 'responder and 'authorizer.
+;; A servlet app provides `start : request -> response`, or follows web-server's servlet
+;; module convention (interface-version 'v1, 'v2 or 'stateless; see servlet.rkt); a raw app
+;; provides `fastcgi-handler : fastcgi-request -> any`. Either may provide `fastcgi-roles`
+;; (default '(responder)); a servlet may take 'responder and 'authorizer.
 (require racket/lazy-require
          racket/path
          "limits.rkt")
-(provide load-app)
+(provide load-app
+         (struct-out servlet-settings)
+         make-servlet-settings
+         default-servlet-settings)
 
 ;; The web-server adapter, and web-server with it, load only for a servlet: a process
-;; that serves a raw app (and the manager, which loads no app) stays without them, about
-;; 30 MiB less resident memory (bench/OPTIMISATIONS.md, round 12).
-(lazy-require ["web.rkt" (servlet->handler)])
+;; that serves a raw app (and the manager, which loads no app) stays without them.
+(lazy-require ["web.rkt" (servlet->handler)]
+              ["servlet.rkt" (load-servlet loaded-servlet-run insta-module?)])
 
-;; load-app : path-string limits -> (values (fastcgi-request -> any) (listof symbol))
-(define (load-app file lim)
+;; How servlets keep their continuations (sessions.rkt, servlet.rkt). worker-id: this
+;; process's number in the pool, which continuation ids carry (0 alone). memory and
+;; timeout: the default continuation manager's (serve/servlet's: 128 MiB, 4 hours).
+;; secret: the key that signs stateless servlets' URLs (#f: one made at start).
+(struct servlet-settings (worker-id memory timeout secret))
+
+;; make-servlet-settings : keyword ... -> servlet-settings
+(define (make-servlet-settings #:worker-id [worker-id 0]
+                               #:memory [memory (* 128 1024 1024)]
+                               #:timeout [timeout (* 4 60 60)]
+                               #:secret [secret #f])
+  (servlet-settings worker-id memory timeout secret))
+
+(define default-servlet-settings (make-servlet-settings))
+
+;; load-app : path-string limits [servlet-settings] #:warn (string -> void)
+;;            -> (values (fastcgi-request -> any) (listof symbol) (or/c loaded-servlet #f))
+;; The third value: the servlet as servlet.rkt loaded it, #f for a raw app.
+(define (load-app file lim [ss default-servlet-settings] #:warn [warn void])
   (define path (simple-form-path file))
   (unless (file-exists? path)
     (raise-user-error 'raco-fastcgi "application file not found: ~a" file))
+  (when (insta-module? path)
+    (raise-user-error 'raco-fastcgi
+                      "~a is written in #lang web-server/insta, which starts an HTTP server of its own: replace its first line with `#lang racket` followed by `(require web-server/servlet) (provide start)`, as web-server's tutorial says for leaving DrRacket"
+                      file))
   (define start (dynamic-require path 'start (λ () #f)))
+  (define version (dynamic-require path 'interface-version (λ () #f)))
   (define raw (dynamic-require path 'fastcgi-handler (λ () #f)))
   (define roles (dynamic-require path 'fastcgi-roles (λ () '(responder))))
-  (define allowed (if (procedure? start) '(responder authorizer) '(responder authorizer filter)))
+  (define servlet? (or (procedure? start) version))
+  (define allowed (if servlet? '(responder authorizer) '(responder authorizer filter)))
   (unless (and (list? roles) (pair? roles) (andmap (λ (r) (memq r allowed)) roles))
     (raise-user-error 'raco-fastcgi "~a: fastcgi-roles must be a non-empty list of ~a, got ~e"
                       file allowed roles))
   (cond
-    [(procedure? start) (values (servlet->handler start lim) roles)]
-    [(procedure? raw) (values raw roles)]
+    [servlet?
+     (define s (load-servlet path
+                             #:worker-id (servlet-settings-worker-id ss)
+                             #:memory (servlet-settings-memory ss)
+                             #:timeout (servlet-settings-timeout ss)
+                             #:secret (servlet-settings-secret ss)
+                             #:warn warn))
+     (values (servlet->handler (loaded-servlet-run s) lim) roles s)]
+    [(procedure? raw) (values raw roles #f)]
     [else
      (raise-user-error 'raco-fastcgi
                        "~a provides neither `start` (a servlet: request -> response) nor `fastcgi-handler` (raw)"

@@ -35,7 +35,7 @@
   (start-stderr-logging! 'info)
   (define dir (make-temporary-file "fastcgi-dev-~a" 'directory))
   (define socket (path->string (build-path dir "app.sock")))
-  (define-values (handler roles) (load-app app default-limits))
+  (define-values (handler roles servlet) (load-app app default-limits #:warn (λ (m) (log-fastcgi-warning "~a" m))))
   (define rs (start-server handler (resolve-listener (string-append "unix:" socket))
                            #:roles roles))
   (define address (running-server-address rs))

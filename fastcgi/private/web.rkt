@@ -38,8 +38,11 @@
          current-fastcgi-request
          authorized)
 
-;; servlet->handler : (request -> response) limits -> (fastcgi-request -> void)
-(define (servlet->handler start lim)
+;; servlet->handler : (request -> (or/c response #f 'bad-url 'exit)) limits
+;;                    -> (fastcgi-request -> void)
+;; run: a servlet as servlet.rkt runs it (servlet-run): #f when no rule matched (404),
+;; 'bad-url for a malformed continuation parameter (400), 'exit when it called exit.
+(define (servlet->handler run lim)
   ;; the body limit of the engine governs uploads too (web-server's own default would cap
   ;; each uploaded file at 10 MiB)
   (define safety
@@ -56,11 +59,19 @@
                                     (fastcgi-request-id r) (log-escape (fastcgi-request-peer r)))))
        (request-respond-status! r 400 "Bad Request")]
       [else
-       (define resp (catching exn:dispatcher? (λ (e) #f) (start req)))
-       ;; dispatch-rules with no matching rule and no else: 404, as under serve/servlet
-       (if resp
-           (write-response r resp)
-           (request-respond-status! r 404 "Not Found"))])))
+       (define resp (catching exn:dispatcher? (λ (e) #f) (run req)))
+       (cond
+         [(response? resp) (write-response r resp)]
+         ;; dispatch-rules with no matching rule and no else: 404, as under serve/servlet
+         [(not resp) (request-respond-status! r 404 "Not Found")]
+         [(eq? resp 'bad-url)
+          (warn-limited! (conn-server (fastcgi-request-conn r)) 'bad-continuation
+                         (λ () (format "request ~a from ~a: malformed continuation URL: answered 400"
+                                       (fastcgi-request-id r) (log-escape (fastcgi-request-peer r)))))
+          (request-respond-status! r 400 "Bad Request")]
+         [else
+          (log-fastcgi-warning "request ~a: the servlet called exit: answered 500" (fastcgi-request-id r))
+          (request-respond-status! r 500 "Internal Server Error")])])))
 
 ;; param->header-name : bytes -> (or/c bytes #f)
 ;; Cached: a front sends the same dozen header names on every request, and building one

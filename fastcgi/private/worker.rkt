@@ -85,11 +85,12 @@
 (define (serve-app cfg listener #:report report! #:board board #:on-load-failure fail)
   (define (cfg-ref k [default #f]) (hash-ref cfg k default))
   (define lim (apply make-limits* (cfg-ref 'limits '())))
-  (define-values (app-handler roles)
+  (define-values (app-handler roles servlet)
     (with-handlers ([(λ (e) #t)
                      (λ (e) (fail (format "cannot load ~a: ~a" (log-escape (cfg-ref 'app))
                                           (log-escape (if (exn? e) (exn-message e) e)))))])
-      (load-app (cfg-ref 'app) lim)))
+      (load-app (cfg-ref 'app) lim (cfg->servlet-settings cfg)
+                #:warn (λ (m) (log-fastcgi-warning "~a" (log-escape m))))))
   (define access (and (cfg-ref 'access-log) (open-log-file (cfg-ref 'access-log))))
   (define slow-log (and (cfg-ref 'slow-log) (open-log-file (cfg-ref 'slow-log))))
   (define slow-count (box 0))
@@ -201,6 +202,24 @@
 (define (copy-port* in out)
   (define bs (read-bytes 4096 in))
   (unless (eof-object? bs) (write-bytes bs out) (copy-port* in out)))
+
+;; cfg->servlet-settings : hash -> servlet-settings
+;; The secret is read here from the file the command line named: it never travels in the
+;; configuration (which is on the worker's command line).
+(define (cfg->servlet-settings cfg)
+  (define d default-servlet-settings)
+  (make-servlet-settings #:worker-id (hash-ref cfg 'worker-id (servlet-settings-worker-id d))
+                         #:memory (hash-ref cfg 'servlet-memory (servlet-settings-memory d))
+                         #:timeout (hash-ref cfg 'continuation-timeout (servlet-settings-timeout d))
+                         #:secret (let ([f (hash-ref cfg 'secret-file #f)]) (and f (read-secret f)))))
+
+;; read-secret : path-string -> bytes
+(define (read-secret file)
+  (define bs (call-with-input-file file (λ (in) (read-bytes 4096 in))))
+  (define secret (if (eof-object? bs) #"" (regexp-replace #px#"\\s+$" bs #"")))
+  (when (< (bytes-length secret) 16)
+    (raise-user-error 'raco-fastcgi "--secret-file ~a: the secret must have at least 16 bytes" file))
+  secret)
 
 ;; make-limits* : (listof (cons string any)) -> limits
 ;; The limits arrive as (keyword-name . value) pairs; make-limits checks the values.

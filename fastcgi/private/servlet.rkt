@@ -1,0 +1,286 @@
+#lang racket/base
+;; Servlets as web-server's servlet dispatcher runs them: the module convention
+;; (interface-version 'v1, 'v2 or 'stateless, with timeout, manager and stuffer), servlets
+;; that capture continuations (send/suspend and its family, embed/url, formlets, web
+;; cells), and stateless servlets in #lang web-server. web-server's own machinery does the
+;; work (its managers, stuffers, servlet struct, servlet-prompt); this module sets up what
+;; its dispatcher sets up around a call: the current servlet and execution context, the
+;; instance id, a continuation barrier and the servlet prompt.
+;;
+;; What differs from web-server, on purpose:
+;;   - continuation ids are made by a routed manager (sessions.rkt): they name the worker
+;;     that holds the continuation and cannot be guessed;
+;;   - a path parameter that web-server would `read` is checked first: only the shape that
+;;     web-server writes is read, anything else is a bad URL (400), never a datum read from
+;;     the client with cycles or of any size;
+;;   - a stateless servlet's URLs are signed (HMAC-SHA256 under the server's secret) around
+;;     its own stuffer, so nothing from a URL is deserialised unless this server made it;
+;;   - an expired or unknown continuation always gets an expiration page, never a 500;
+;;   - `exit` in a servlet ends its request, not the worker.
+(require net/url
+         racket/lazy-require
+         web-server/http/request-structs
+         web-server/http/bindings
+         web-server/http/response-structs
+         web-server/managers/manager
+         web-server/managers/timeouts
+         web-server/private/servlet
+         (only-in web-server/servlet/servlet-structs any->response)
+         (only-in web-server/servlet/web adjust-timeout!)
+         "hmac.rkt"
+         "sessions.rkt")
+(provide load-servlet
+         (struct-out loaded-servlet)
+         servlet-run
+         continuation-of
+         insta-module?)
+
+;; The stateless machinery (serializable continuations, stuffers) loads only for a
+;; stateless servlet.
+(lazy-require [web-server/lang/web (make-stateless-servlet initialize-servlet)]
+              [web-server/managers/none (create-none-manager)]
+              [web-server/stuffers/stuffer (make-stuffer stuffer-in stuffer-out)])
+
+;; A loaded servlet. kind: 'start (a module that provides only start), 'v1, 'v2 or
+;; 'stateless. run: request -> result (see servlet-run). sessions: the routed manager,
+;; #f for a stateless servlet.
+(struct loaded-servlet (kind run sessions))
+
+;; servlet-run : loaded-servlet request -> (or/c response #f 'bad-url 'exit)
+;; #f: the servlet raised exn:dispatcher (no rule matched: 404). 'bad-url: a malformed
+;; continuation parameter (400). 'exit: the servlet called exit.
+(define (servlet-run s req) ((loaded-servlet-run s) req))
+
+;; load-servlet : path #:worker-id natural #:memory natural #:timeout real
+;;                #:secret (or/c bytes #f) #:warn (string -> void) -> (or/c loaded-servlet #f)
+;; The module at path (instantiated by the caller) as a servlet; #f when it provides
+;; neither start nor interface-version. memory and timeout: the default manager's
+;; (make-default-manager). secret: signs stateless URLs (#f: one made now).
+(define (load-servlet path #:worker-id worker-id #:memory memory #:timeout timeout
+                      #:secret secret #:warn warn)
+  (define (get name [default (λ () #f)]) (dynamic-require path name default))
+  (define version (get 'interface-version))
+  (define start (get 'start))
+  (define dir (let-values ([(base name dir?) (split-path path)]) base))
+  (define (need-start)
+    (unless (procedure? start)
+      (raise-user-error 'raco-fastcgi "~a: interface-version is ~s, but it provides no start procedure"
+                        path version))
+    start)
+  (define (routed inner) (make-routed-manager inner worker-id))
+  (install-exit-handler!)
+  (case version
+    [(#f)
+     (cond
+       [(not (procedure? start)) #f]
+       [(web-server-language? path)
+        (stateless-servlet path dir start (create-none-manager #f) (default-stuffer) secret warn #f)]
+       [else
+        (stateful-servlet 'start start (routed (make-default-manager #:memory memory #:timeout timeout)) #f)])]
+    [(v1)
+     (define t (get 'timeout))
+     (unless (and (real? t) (positive? t))
+       (raise-user-error 'raco-fastcgi "~a: interface-version 'v1 needs a positive timeout, got ~e" path t))
+     (define s (need-start))
+     (stateful-servlet 'v1 (λ (req) (adjust-timeout! t) (s req)) (routed (create-timeout-manager #f t t)) dir)]
+    [(v2)
+     (define m (get 'manager))
+     (unless (manager? m)
+       (raise-user-error 'raco-fastcgi "~a: interface-version 'v2 needs a manager (web-server/managers), got ~e" path m))
+     (stateful-servlet 'v2 (need-start) (routed m) dir)]
+    [(stateless)
+     (define m (get 'manager (λ () (create-none-manager #f))))
+     (unless (manager? m)
+       (raise-user-error 'raco-fastcgi "~a: manager must be a web-server manager, got ~e" path m))
+     (stateless-servlet path dir (need-start) m (get 'stuffer (λ () (default-stuffer))) secret warn dir)]
+    [else
+     (raise-user-error 'raco-fastcgi "~a: interface-version must be 'v1, 'v2 or 'stateless, got ~e" path version)]))
+
+;; web-server-language? : path -> boolean ; written in #lang web-server or web-server/base
+(define (web-server-language? path)
+  (define lang-api (collection-file-path "lang-api.rkt" "web-server" "lang"))
+  (for*/or ([phase+mods (in-list (module->imports path))]
+            [mpi (in-list (cdr phase+mods))])
+    (define name (resolved-module-path-name (module-path-index-resolve mpi)))
+    (and (path? name)
+         (or (equal? name lang-api)
+             (equal? name (collection-file-path "lang.rkt" "web-server"))
+             (equal? name (collection-file-path "base.rkt" "web-server"))))))
+
+;; insta-module? : path -> boolean ; #lang web-server/insta, which starts an HTTP server
+(define (insta-module? path)
+  (with-handlers ([exn:fail? (λ (e) #f)])
+    (call-with-input-file path
+      (λ (in)
+        (regexp-match? #px"^(?:\\s|;[^\n]*\n)*#lang[ ]+web-server/insta(?:\\s|$)" (read-bytes 4096 in))))))
+
+;; ---------------------------------------------------------------------------------------
+;; Servlets that keep their continuations in this process.
+
+;; stateful-servlet : symbol (request -> any) routed-manager (or/c path #f) -> loaded-servlet
+;; dir: the current directory while the servlet runs (the module convention's servlets run
+;; in their own folder, as under web-server's servlet dispatcher); #f leaves it alone.
+(define (stateful-servlet kind start rm dir)
+  (define srv (make-servlet (current-custodian) (current-namespace) (routed-manager-manager rm)
+                            (or dir (current-directory)) start))
+  (define (handle req)
+    (define k (continuation-of (request-uri req)))
+    (cond
+      [(eq? k 'bad) 'bad-url]
+      [else
+       (in-servlet
+        srv req dir
+        (λ ()
+          (with-handlers ([exn:fail:servlet-manager:no-instance?
+                           (λ (e) (expired (exn:fail:servlet-manager:no-instance-expiration-handler e) req))]
+                          [exn:fail:servlet-manager:no-continuation?
+                           (λ (e) (expired (exn:fail:servlet-manager:no-continuation-expiration-handler e) req))])
+            (define-values (id handler)
+              (if k
+                  (values (car k)
+                          (custodian-box-value
+                           ((manager-continuation-lookup (routed-manager-manager rm)) (car k) (cadr k) (caddr k))))
+                  (values (routed-manager-new-instance! rm) start)))
+            (parameterize ([current-servlet-instance-id id])
+              (handler req)))))]))
+  (loaded-servlet kind handle rm))
+
+;; expired : (or/c #f (request -> any)) request -> any
+(define (expired handler req) ((or handler expired-page) req))
+
+;; in-servlet : servlet request (or/c path #f) (-> any) -> (or/c response #f 'exit)
+;; What web-server's servlet dispatcher does around a servlet's handler.
+(define (in-servlet srv req dir thunk)
+  (define result
+    (parameterize ([current-servlet srv]
+                   [current-execution-context (make-execution-context req)])
+      (call-with-continuation-barrier
+       (λ ()
+         (call-with-continuation-prompt
+          (if dir (λ () (parameterize ([current-directory dir]) (thunk))) thunk)
+          servlet-prompt)))))
+  (cond
+    [(eq? result exited) 'exit]
+    [(response? result) result]
+    [(any->response result)]
+    [else (raise-arguments-error 'servlet "the servlet's result is not a response" "result" result)]))
+
+;; exited : what a servlet's call of exit makes its request's result
+(define exited (string->uninterned-symbol "exit"))
+
+;; install-exit-handler! : -> void
+;; In a servlet (there is a current execution context), exit ends the request; elsewhere
+;; it does what it did. Set in the loading thread: the server's threads, made after the
+;; app loads, inherit it.
+(define (install-exit-handler!)
+  (define old (exit-handler))
+  (unless (eq? old servlet-exit-handler)
+    (set! outer-exit-handler old)
+    (exit-handler servlet-exit-handler)))
+(define outer-exit-handler exit)
+(define (servlet-exit-handler v)
+  (if (current-execution-context)
+      (abort-current-continuation servlet-prompt (λ () exited))
+      (outer-exit-handler v)))
+
+;; ---------------------------------------------------------------------------------------
+;; Continuation URLs.
+
+;; continuation-of : url -> (or/c #f 'bad (list natural natural natural))
+;; web-server reads every path parameter with `read` (extract-param) and takes the k entry
+;; of the first that is an association list. Here a parameter must be one web-server
+;; writes, (("key" . "value") ...), or a plain token that `read` turns into a symbol or a
+;; number; k's value must be three numbers. Anything else: 'bad.
+(define (continuation-of u)
+  (let loop ([segs (url-path u)] [found #f])
+    (cond
+      [(null? segs) found]
+      [else
+       (let check ([ps (path/param-param (car segs))] [found found])
+         (cond
+           [(null? ps) (loop (cdr segs) found)]
+           [(eq? found 'bad) 'bad]
+           [else
+            (define p (car ps))
+            (cond
+              [(regexp-match? written-alist p)
+               (define pairs (regexp-match* written-pair p #:match-select cdr))
+               (define k (assoc "k" pairs))
+               (define ids (and k (regexp-match k-value (cadr k))))
+               (check (cdr ps) (cond [(not k) found]
+                                     [(not ids) 'bad]
+                                     [else (or found (map string->number (cdr ids)))]))]
+              [(regexp-match? special-char p) 'bad]
+              [else (check (cdr ps) found)])]))])))
+
+;; a written pair: a short lower-case key and a written string (escapes allowed)
+(define pair-rx "\\(\"([a-z]{1,16})\" \\. \"((?:[^\"\\\\]|\\\\.)*)\"\\)")
+(define written-alist (pregexp (string-append "^\\(" pair-rx "(?: " pair-rx ")*\\)$")))
+(define written-pair (pregexp pair-rx))
+(define k-value #px"^\\(([0-9]{1,40}) ([0-9]{1,40}) ([0-9]{1,80})\\)$")
+;; what makes `read` read more than one token: lists, strings, quotes, # forms
+(define special-char #px"[][(){}\"'`,#|\\\\]")
+
+;; ---------------------------------------------------------------------------------------
+;; Stateless servlets.
+
+;; stateless-servlet : path path (request -> any) manager stuffer (or/c bytes #f)
+;;                     (string -> void) (or/c path #f) -> loaded-servlet
+(define (stateless-servlet path dir start manager stuffer secret warn run-dir)
+  (unless secret
+    (warn (format "~a is a stateless servlet and no --secret-file was given: its URLs are signed with a secret made at start, so they stop working after a restart and on other hosts"
+                  path)))
+  (define key (or secret (crypto-random-bytes* 32)))
+  (define ses
+    (make-stateless-servlet (current-custodian) (current-namespace) manager
+                            (or run-dir (current-directory))
+                            (λ (req) (error 'servlet "not initialised"))
+                            (signed-stuffer stuffer key)))
+  (define instance-id ((manager-create-instance manager) void))
+  ;; web-server's make-stateless.servlet makes the handler once, and the handler runs each
+  ;; request under the parameterization it was made in: under web-server's dispatcher, the
+  ;; first request's, whose URL every later stuffed URL is then built on. Made here for
+  ;; each request, in the request's own (initialize-servlet only captures it).
+  (define (handle req)
+    (cond
+      [(or (eq? (continuation-of (request-uri req)) 'bad) (bad-kont? req)) 'bad-url]
+      [else
+       (with-handlers ([exn:fail:bad-url? (λ (e) 'bad-url)])
+         (in-servlet ses req run-dir
+                     (λ () (parameterize ([current-servlet-instance-id instance-id])
+                             ((initialize-servlet start) req)))))]))
+  (loaded-servlet 'stateless handle #f))
+
+;; bad-kont? : request -> boolean
+;; send/suspend/hidden's field goes to `read`: it must be one written byte string.
+(define (bad-kont? req)
+  (define b (bindings-assq #"kont" (request-bindings/raw req)))
+  (and b (not (and (binding:form? b)
+                   (regexp-match? #px#"^#\"(?:[^\"\\\\]|\\\\.)*\"$" (binding:form-value b))))))
+
+(struct exn:fail:bad-url exn:fail ())
+
+;; signed-stuffer : stuffer bytes -> stuffer
+;; The servlet's stuffer, its output followed by "." and 128 bits of HMAC-SHA256 in hex;
+;; what comes back is checked before the servlet's stuffer sees it.
+(define (signed-stuffer inner key)
+  (define (mac bs) (string->bytes/latin-1 (hex (subbytes (hmac-sha256 key bs) 0 16))))
+  (define (bad) (raise (exn:fail:bad-url "stateless URL: bad signature" (current-continuation-marks))))
+  (make-stuffer
+   (λ (v) (let ([bs ((stuffer-in inner) v)]) (bytes-append bs #"." (mac bs))))
+   (λ (signed)
+     (define m (and (bytes? signed) (regexp-match #px#"^(.*)[.]([0-9a-f]{32})$" signed)))
+     (unless (and m (bytes=?/constant-time (caddr m) (mac (cadr m)))) (bad))
+     ((stuffer-out inner) (cadr m)))))
+
+;; hex : bytes -> string
+(define (hex bs)
+  (apply string-append (for/list ([b (in-bytes bs)])
+                         (string (string-ref digits (quotient b 16)) (string-ref digits (remainder b 16))))))
+(define digits "0123456789abcdef")
+
+;; default-stuffer : -> stuffer ; web-server's (a value: lazy-require takes procedures)
+(define (default-stuffer) (dynamic-require 'web-server/lang/stuff-url 'default-stuffer))
+
+;; crypto-random-bytes* : natural -> bytes
+(define (crypto-random-bytes* n) ((dynamic-require 'racket/random 'crypto-random-bytes) n))

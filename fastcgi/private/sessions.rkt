@@ -1,0 +1,180 @@
+#lang racket/base
+;; Continuation managers for servlets served by a pool of worker processes.
+;;
+;; web-server's managers number instances and continuations with a counter per process and
+;; salt them with (random 100000000): in a pool, two workers hand out the same ids, and an id
+;; can be guessed. A routed manager wraps any web-server manager (the threshold LRU one by
+;; default) and owns both problems:
+;;   - an instance id names the worker that owns it: (local id << 32) | worker id, so that
+;;     any worker can tell from a continuation URL which worker holds the continuation
+;;     (owner-of);
+;;   - a salt is the inner manager's salt plus 10^8 times 96 bits of an HMAC-SHA256, under a
+;;     key made at the worker's start, of the outer instance, the continuation id and the
+;;     inner salt: a URL that was not handed out fails the check before any look-up.
+;; Instances are made in the inner manager only when they store their first continuation:
+;; web-server makes one for every request that does not resume a continuation, and the LRU
+;; manager keeps an instance until its collector runs (every 10 minutes when memory is
+;; low), which for a servlet that never suspends is a table entry per request for nothing.
+(require racket/random
+         "hmac.rkt"
+         web-server/http/request-structs
+         web-server/http/response-structs
+         web-server/managers/lru
+         web-server/managers/manager)
+(provide make-routed-manager
+         routed-manager?
+         routed-manager-manager
+         routed-manager-worker-id
+         routed-manager-new-instance!
+         routed-manager-live-sessions
+         routed-manager-sweep!
+         make-default-manager
+         owner-of
+         expired-page
+         worker-bits)
+
+;; Bits of an instance id that name the worker.
+(define worker-bits 32)
+(define worker-mask (sub1 (arithmetic-shift 1 worker-bits)))
+(define salt-base 100000000)               ; web-server's salts are below this
+
+;; owner-of : number -> (or/c natural #f) ; the worker id in an instance id
+(define (owner-of instance-id)
+  (and (exact-nonnegative-integer? instance-id) (bitwise-and instance-id worker-mask)))
+
+;; inner: the wrapped manager. locals: outer instance id -> inner instance id, for the
+;; instances that stored a continuation (lock guards it). next: a box, the last local id
+;; handed out. expired: the inner manager's instance expiration handler. manager: the
+;; web-server manager to hand to the servlet (current-servlet-manager).
+(struct routed-manager (inner worker-id key lock locals next expired [manager #:mutable]))
+
+;; make-routed-manager : manager natural -> routed-manager
+(define (make-routed-manager inner worker-id)
+  (unless (<= 0 worker-id worker-mask)
+    (raise-argument-error 'make-routed-manager "worker id below 2^32" worker-id))
+  (define rm (routed-manager inner worker-id (crypto-random-bytes 32) (make-semaphore 1)
+                             (make-hasheqv) (box 0) (instance-expiration-handler inner) #f))
+  (set-routed-manager-manager!
+   rm
+   (make-manager (λ (expire) (routed-manager-new-instance! rm))
+                 (λ (id secs) ((manager-adjust-timeout! inner) (inner-id rm id #t) secs))
+                 (λ (id) ((manager-clear-continuations! inner) (inner-id rm id #t)))
+                 (λ (id k expiration-handler) (store! rm id k expiration-handler))
+                 (λ (id k-id salt) (lookup rm manager-continuation-lookup id k-id salt))
+                 (λ (id k-id salt) (lookup rm manager-continuation-peek id k-id salt))))
+  rm)
+
+;; routed-manager-new-instance! : routed-manager -> natural
+;; A fresh outer instance id; nothing is made in the inner manager yet (no lock: every
+;; request that does not resume a continuation comes here).
+(define (routed-manager-new-instance! rm)
+  (define next (routed-manager-next rm))
+  (let retry ()
+    (define n (unbox next))
+    (if (box-cas! next n (add1 n))
+        (bitwise-ior (arithmetic-shift (add1 n) worker-bits) (routed-manager-worker-id rm))
+        (retry))))
+
+;; inner-id : routed-manager number boolean -> (or/c number #f)
+;; The inner instance of an outer id; with make?, made when there is none yet (only an id
+;; of this worker's: another's, or one never handed out, raises no-instance).
+(define (inner-id rm id make?)
+  (define (no-instance)
+    (raise (exn:fail:servlet-manager:no-instance
+            (format "No instance for id: ~a" id) (current-continuation-marks)
+            (routed-manager-expired rm))))
+  (unless (and (exact-positive-integer? id)
+               (eqv? (owner-of id) (routed-manager-worker-id rm))
+               (<= (arithmetic-shift id (- worker-bits)) (unbox (routed-manager-next rm))))
+    (no-instance))
+  (call-with-semaphore
+   (routed-manager-lock rm)
+   (λ ()
+     (or (hash-ref (routed-manager-locals rm) id #f)
+         (and make?
+              (let ([inner ((manager-create-instance (routed-manager-inner rm)) void)])
+                (hash-set! (routed-manager-locals rm) id inner)
+                inner))
+         (no-instance)))))
+
+;; store! : routed-manager number any (or/c #f procedure) -> (list number number)
+(define (store! rm id k expiration-handler)
+  (define inner (inner-id rm id #t))
+  (define k-id+salt ((manager-continuation-store! (routed-manager-inner rm)) inner k expiration-handler))
+  (define k-id (car k-id+salt))
+  (define salt (cadr k-id+salt))
+  (list k-id (+ salt (* salt-base (signature rm id k-id salt)))))
+
+;; lookup : routed-manager (manager -> procedure) number number number -> any
+(define (lookup rm which id k-id salt)
+  (define inner (inner-id rm id #f))
+  (define inner-salt (and (exact-nonnegative-integer? salt) (modulo salt salt-base)))
+  (unless (and inner-salt (exact-nonnegative-integer? k-id)
+               (= salt (+ inner-salt (* salt-base (signature rm id k-id inner-salt)))))
+    (raise (exn:fail:servlet-manager:no-continuation
+            (format "No continuation for id: ~a" k-id) (current-continuation-marks)
+            (routed-manager-expired rm))))
+  (with-handlers ([exn:fail:servlet-manager:no-instance?
+                   (λ (e)
+                     (forget! rm id)
+                     (raise e))])
+    ((which (routed-manager-inner rm)) inner k-id inner-salt)))
+
+;; signature : routed-manager number number number -> natural ; 96 bits
+(define (signature rm id k-id salt)
+  (define mac (hmac-sha256 (routed-manager-key rm) (string->bytes/utf-8 (format "~a ~a ~a" id k-id salt))))
+  (for/fold ([n 0]) ([b (in-bytes mac 0 12)]) (+ (* n 256) b)))
+
+;; forget! : routed-manager number -> void
+(define (forget! rm id)
+  (call-with-semaphore (routed-manager-lock rm) (λ () (hash-remove! (routed-manager-locals rm) id))))
+
+;; routed-manager-sweep! : routed-manager -> natural
+;; Forgets the instances the inner manager no longer has (it expired them); the count of
+;; those it still has: the live sessions of this worker.
+(define (routed-manager-sweep! rm)
+  (define ids (call-with-semaphore (routed-manager-lock rm)
+                                   (λ () (hash->list (routed-manager-locals rm)))))
+  (define peek (manager-continuation-peek (routed-manager-inner rm)))
+  (for/sum ([p (in-list ids)])
+    ;; continuation 0 is never handed out: the answer says whether the instance lives
+    (define live?
+      (with-handlers ([exn:fail:servlet-manager:no-instance? (λ (e) #f)]
+                      [exn:fail? (λ (e) #t)])
+        (peek (cdr p) 0 0)
+        #t))
+    (cond [live? 1] [else (forget! rm (car p)) 0])))
+
+;; routed-manager-live-sessions : routed-manager -> natural ; as of the last sweep
+(define (routed-manager-live-sessions rm)
+  (call-with-semaphore (routed-manager-lock rm) (λ () (hash-count (routed-manager-locals rm)))))
+
+;; instance-expiration-handler : manager -> (or/c #f procedure)
+(define (instance-expiration-handler inner)
+  ;; the LRU and none managers keep theirs in a struct field of their own; ask by a
+  ;; look-up that cannot succeed
+  (with-handlers ([exn:fail:servlet-manager:no-instance? exn:fail:servlet-manager:no-instance-expiration-handler]
+                  [exn:fail:servlet-manager:no-continuation? exn:fail:servlet-manager:no-continuation-expiration-handler]
+                  [exn:fail? (λ (e) #f)])
+    ((manager-continuation-peek inner) -1 0 0)
+    #f))
+
+;; expired-page : request -> response ; serve/servlet's own expiration page
+(define (expired-page req)
+  (response/xexpr* `(html (head (title "Page Has Expired."))
+                          (body (p "Sorry, this page has expired. Please go back.")))))
+
+;; response/xexpr* : xexpr -> response (web-server/http/xexpr, loaded with the servlet)
+(define (response/xexpr* x)
+  ((dynamic-require 'web-server/http/xexpr 'response/xexpr) x))
+
+;; make-default-manager : #:memory natural #:timeout real -> manager
+;; serve/servlet's manager: web-server's threshold LRU manager with serve/servlet's
+;; expiration page. A continuation has 24 life points, loses one every timeout/24 seconds
+;; and gains one each time it is used, so it lives about `timeout` seconds after its last
+;; use; while the process uses more than `memory` bytes, every continuation also loses a
+;; point every 5 s (all of them are gone within 2 minutes of pressure, the least used
+;; first). serve/servlet's own: 4 hours and 128 MiB.
+(define (make-default-manager #:memory memory #:timeout timeout)
+  (create-LRU-manager expired-page 5 (/ timeout 24) (λ () (>= (current-memory-use) memory))
+                      #:initial-count 24 #:inform-p void))
