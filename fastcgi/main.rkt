@@ -16,7 +16,8 @@
 ;; The servlet side (web-server's structs, the adapter) loads when first used: a raw
 ;; application, which never uses it, runs without web-server in memory (about 30 MiB less
 ;; resident memory, bench/OPTIMISATIONS.md, round 12).
-(lazy-require ["private/web.rkt" (servlet->handler authorized)])
+(lazy-require ["private/web.rkt" (servlet->handler authorized)]
+              ["private/servlet.rkt" (start->servlet loaded-servlet-run)])
 
 ;; request? and response?, for serve/fastcgi's contract on the servlet, which checks both
 ;; on every request: loaded on the first check, then called directly (a lazy-require
@@ -55,7 +56,10 @@
          #:socket-owner (or/c #f string? exact-nonnegative-integer?)
          #:socket-group (or/c #f string? exact-nonnegative-integer?)
          #:backlog exact-positive-integer?
-         #:on-ready (-> string? any))
+         #:on-ready (-> string? any)
+         #:manager any/c
+         #:continuation-timeout (>/c 0)
+         #:servlet-memory exact-positive-integer?)
         stop/c)]
   [serve/fastcgi-raw
    (->* ((-> fastcgi-request? any))
@@ -114,6 +118,9 @@
 
 ;; serve/fastcgi : (request -> response) keyword-options -> stop procedure
 ;; Serves a web-server servlet; returns at once with the procedure that stops gracefully.
+;; The servlet may capture continuations (send/suspend...): they live in `manager`, by
+;; default serve/servlet's (a threshold LRU manager: continuation-timeout seconds after
+;; last use, fewer while the process holds more than servlet-memory bytes).
 ;; With 'authorizer among the roles, the servlet also answers Authorizer requests (see
 ;; response/authorized); the raw request's role says which it is serving.
 (define (serve/fastcgi start #:roles [roles '(responder)] #:limits [lim default-limits]
@@ -121,9 +128,13 @@
                        #:allowed-clients [allowed (getenv "FCGI_WEB_SERVER_ADDRS")]
                        #:socket-mode [mode #o660] #:socket-owner [owner #f]
                        #:socket-group [group #f] #:backlog [backlog 1024]
-                       #:on-ready [on-ready void])
-  (serve* (servlet->handler start lim) roles lim listen port ip allowed mode owner
-          group backlog on-ready))
+                       #:on-ready [on-ready void]
+                       #:manager [manager #f]
+                       #:continuation-timeout [timeout (* 4 60 60)]
+                       #:servlet-memory [memory (* 128 1024 1024)])
+  (define s (start->servlet start #:manager manager #:timeout timeout #:memory memory))
+  (serve* (servlet->handler (loaded-servlet-run s) lim) roles lim listen port ip allowed mode
+          owner group backlog on-ready))
 
 ;; serve/fastcgi-raw : (fastcgi-request -> any) keyword-options -> stop procedure
 (define (serve/fastcgi-raw handler #:roles [roles '(responder)] #:limits [lim default-limits]

@@ -20,15 +20,17 @@
 ;; How servlets keep their continuations (sessions.rkt, servlet.rkt). worker-id: this
 ;; process's number in the pool, which continuation ids carry (0 alone). memory and
 ;; timeout: the default continuation manager's (serve/servlet's: 128 MiB, 4 hours).
-;; secret: the key that signs stateless servlets' URLs (#f: one made at start).
-(struct servlet-settings (worker-id memory timeout secret))
+;; secret: the key that signs stateless servlets' URLs (#f: one made at start);
+;; secret-lasting?: whether it outlives the process's pool (it came from --secret-file).
+(struct servlet-settings (worker-id memory timeout secret secret-lasting?))
 
 ;; make-servlet-settings : keyword ... -> servlet-settings
 (define (make-servlet-settings #:worker-id [worker-id 0]
                                #:memory [memory (* 128 1024 1024)]
                                #:timeout [timeout (* 4 60 60)]
-                               #:secret [secret #f])
-  (servlet-settings worker-id memory timeout secret))
+                               #:secret [secret #f]
+                               #:secret-lasting? [lasting? (and secret #t)])
+  (servlet-settings worker-id memory timeout secret lasting?))
 
 (define default-servlet-settings (make-servlet-settings))
 
@@ -59,6 +61,7 @@
                              #:memory (servlet-settings-memory ss)
                              #:timeout (servlet-settings-timeout ss)
                              #:secret (servlet-settings-secret ss)
+                             #:secret-lasting? (servlet-settings-secret-lasting? ss)
                              #:warn warn))
      (values (servlet->handler (loaded-servlet-run s) lim) roles s)]
     [(procedure? raw) (values raw roles #f)]

@@ -77,6 +77,13 @@
     (raise-user-error 'raco-fastcgi "~a: expected a positive number of seconds, got ~s" flag s))
   n)
 
+;; nonnegative-seconds-arg : string string -> nonnegative real
+(define (nonnegative-seconds-arg flag s)
+  (define n (string->number s))
+  (unless (and (real? n) (>= n 0))
+    (raise-user-error 'raco-fastcgi "~a: expected a number of seconds (0 or more), got ~s" flag s))
+  n)
+
 ;; count-arg : string string -> positive integer
 (define (count-arg flag s)
   (define n (string->number s))
@@ -161,6 +168,26 @@
       (set 'log-level (string->symbol level))
       (unless (memq (hash-ref cfg 'log-level) '(fatal error warning info debug))
         (raise-user-error 'raco-fastcgi "--log-level: expected error, warning, info or debug, got ~s" level))]
+     #:help-labels "" "Servlets with continuations (send/suspend, stateless servlets):"
+     #:once-each
+     [("--continuation-timeout") secs
+      ("Seconds a continuation lives after its last use, in the default manager"
+       "(default 14400: 4 hours, as serve/servlet)")
+      (set 'continuation-timeout (seconds-arg "--continuation-timeout" secs))]
+     [("--servlet-memory") size
+      ("Past SIZE of memory in a worker, the default manager expires continuations,"
+       "least used first, all within 2 minutes (default 128m, as serve/servlet)")
+      (set 'servlet-memory (size-arg "--servlet-memory" size))]
+     [("--session-drain") secs
+      ("Seconds a worker replaced by a reload or recycling keeps serving its live"
+       "sessions, while new ones go to the new workers (default 600; 0: none)")
+      (set 'session-drain (nonnegative-seconds-arg "--session-drain" secs))]
+     [("--secret-file") file
+      ("Sign stateless servlets' URLs with the secret in FILE (at least 16 bytes), the same"
+       "on every host (default: a secret made at start, valid until the manager stops)")
+      (let ([f (path->complete-path file)])
+        (unless (file-exists? f) (raise-user-error 'raco-fastcgi "--secret-file: no such file: ~a" file))
+        (set 'secret-file (path->string f)))]
      #:help-labels "" "Limits (per worker):"
      #:once-each
      [("--max-body") size "Largest request body (default 64m): 413 past it"

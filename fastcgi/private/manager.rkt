@@ -11,10 +11,12 @@
 ;; Everything happens in one loop (the main thread): worker reports, worker exits, signals
 ;; and a 0.25 s tick arrive as events, so the pool state needs no locks.
 (require ffi/unsafe/port
+         file/sha1
          json
          racket/file
          racket/list
          racket/os
+         racket/random
          racket/runtime-path
          racket/string
          compiler/find-exe
@@ -32,13 +34,15 @@
 (define tick-seconds 0.25)
 (define crash-window-ms 10000.)   ; a worker that dies younger than this counts as a crash
 
-;; One worker process. state: 'starting 'ready 'draining.
+;; One worker process. state: 'starting 'ready 'draining. retiring?: it was asked to
+;; retire (serve its servlet sessions, then stop) rather than to stop. control: the output
+;; port of its control connection, once it said hello.
 (struct worker (id sp pid gen started-ms
                 [state #:mutable] [ready-ms #:mutable]
                 [requests #:mutable] [active #:mutable] [connections #:mutable] [slow #:mutable]
-                [shed #:mutable] [queue-delay #:mutable]
+                [shed #:mutable] [queue-delay #:mutable] [sessions #:mutable]
                 [rss #:mutable] [drain-deadline #:mutable] [recycle #:mutable]
-                [last-busy-ms #:mutable])
+                [last-busy-ms #:mutable] [retiring? #:mutable] [control #:mutable])
   #:transparent)
 
 ;; run-manager : hash -> none
@@ -75,11 +79,25 @@
   (define start-timeout (cfg-ref 'start-timeout 60))
   (define max-memory (cfg-ref 'max-memory))
   (define racket-exe (find-exe))
+  (define session-drain (cfg-ref 'session-drain 600))
+  ;; stateless servlets' URLs must verify in every worker, and after a reload: without
+  ;; --secret-file, one secret for the manager's life, in its private folder
+  (define secret-file
+    (or (cfg-ref 'secret-file)
+        (let ([f (build-path run-dir "secret")])
+          (call-with-output-file f #:exists 'truncate
+            (λ (out) (write-string (bytes->hex-string (crypto-random-bytes 32)) out)))
+          (file-or-directory-permissions f #o600)
+          (path->string f))))
   (define worker-cfg
-    (for/hash ([k (in-list '(app log-level limits allowed-clients access-log slow-log slow-threshold
-                             status-path ping-path max-requests graceful-timeout))]
-               #:when (hash-has-key? cfg k))
-      (values k (hash-ref cfg k))))
+    (hash-set* (for/hash ([k (in-list '(app log-level limits allowed-clients access-log slow-log slow-threshold
+                                        status-path ping-path max-requests graceful-timeout
+                                        servlet-memory continuation-timeout session-drain))]
+                          #:when (hash-has-key? cfg k))
+                 (values k (hash-ref cfg k)))
+               'secret-file secret-file
+               'secret-lasting? (and (cfg-ref 'secret-file) #t)
+               'peer-dir (path->string run-dir)))
 
   ;; ---- pool state (touched by the main loop only)
   (define workers (make-hasheqv))            ; pid -> worker
@@ -103,24 +121,45 @@
   (define (spawn! g)
     (set! next-id (add1 next-id))
     (define wcfg (hash-set* worker-cfg 'control (path->string (build-path run-dir "control.sock"))
-                            'master-pid pid 'scoreboard scoreboard))
+                            'master-pid pid 'scoreboard scoreboard 'worker-id next-id))
     (define-values (sp out in err)
       (subprocess (passable (current-output-port)) listen-port (passable (current-error-port))
                   racket-exe "-N" "fastcgi-worker" "-t" (path->string worker-module)
                   "--" (format "~s" wcfg)))
     (define now (current-inexact-milliseconds))
-    (define w (worker next-id sp (subprocess-pid sp) g now 'starting #f 0 0 0 0 0 0 #f #f #f now))
+    (define w (worker next-id sp (subprocess-pid sp) g now 'starting #f 0 0 0 0 0 0 0 #f #f #f now #f #f))
     (hash-set! workers (worker-pid w) w)
     (log-fastcgi-debug "started worker ~a (generation ~a)" (worker-pid w) g)
     w)
 
   ;; drain! : worker string -> void ; SIGTERM: it finishes what it holds and exits
+  ;; (a retiring worker too: it stops serving its sessions)
   (define (drain! w why)
-    (unless (eq? (worker-state w) 'draining)
+    (unless (and (eq? (worker-state w) 'draining) (not (worker-retiring? w)))
       (log-fastcgi-info "stopping worker ~a (~a)" (worker-pid w) why)
       (set-worker-state! w 'draining)
+      (set-worker-retiring?! w #f)
       (set-worker-drain-deadline! w (+ (current-inexact-milliseconds) (* 1000 (+ graceful 2))))
       (send-signal! (worker-pid w) SIGTERM)))
+
+  ;; retire! : worker string -> void
+  ;; A worker that is replaced: it stops taking connections, finishes what it holds and
+  ;; serves its servlet sessions (continuation URLs other workers pass on to it) until
+  ;; they end or session-drain seconds pass. Without a control connection, drain!.
+  (define (retire! w why)
+    (cond
+      [(eq? (worker-state w) 'draining) (void)]
+      [(and (worker-control w)
+            (with-handlers ([exn:fail? (λ (e) #f)])
+              (write-string "retire\n" (worker-control w))
+              (flush-output (worker-control w))
+              #t))
+       (log-fastcgi-info "retiring worker ~a (~a)" (worker-pid w) why)
+       (set-worker-state! w 'draining)
+       (set-worker-retiring?! w #t)
+       (set-worker-drain-deadline! w (+ (current-inexact-milliseconds)
+                                        (* 1000 (+ session-drain (* 2 graceful) 5))))]
+      [else (drain! w why)]))
 
   (define (live-workers) (hash-values workers))
   (define (serving g)                        ; starting or ready, in generation g
@@ -137,7 +176,7 @@
       (when (pm-decision-max-reached? decision) (total-add! 'max_workers_reached 1))
       (for ([p (in-list (pm-decision-stop decision))])
         (define w (hash-ref workers p #f))
-        (when w (drain! w (pm-decision-why decision))))
+        (when w (retire! w (pm-decision-why decision))))
       (define n (pm-decision-start decision))
       (when (and (positive? n) (not reload-gen))
         (cond
@@ -157,7 +196,7 @@
       [(and reload-gen (= (worker-gen w) reload-gen))
        (when (andmap (λ (x) (eq? (worker-state x) 'ready)) (serving reload-gen))
          (for ([old (in-list (live-workers))] #:when (< (worker-gen old) reload-gen))
-           (drain! old "reload: replaced by the new generation"))
+           (retire! old "reload: replaced by the new generation"))
          (set! gen reload-gen)
          (set! reload-gen #f)
          (total-add! 'reloads 1)
@@ -168,7 +207,7 @@
                                                  (not (eq? (worker-state x) 'draining))))
                                      (live-workers))
                              < #:key worker-started-ms))
-       (when (pair? waiting) (drain! (first waiting) (worker-recycle (first waiting))))]))
+       (when (pair? waiting) (retire! (first waiting) (worker-recycle (first waiting))))]))
 
   ;; recycle! : worker string -> void
   (define (recycle! w why)
@@ -293,6 +332,8 @@
             'idle_workers (for/sum ([w (in-list ws)])
                             (if (and (eq? (worker-state w) 'ready) (zero? (worker-active w))) 1 0))
             'total_workers (length ws)
+            'draining_workers (for/sum ([w (in-list ws)]) (if (eq? (worker-state w) 'draining) 1 0))
+            'sessions (sum worker-sessions)
             'max_active_workers max-active
             'max_workers_reached (hash-ref totals 'max_workers_reached 0)
             'slow_requests (+ (hash-ref totals 'slow_requests 0) (sum worker-slow))
@@ -312,6 +353,7 @@
                       'requests (worker-requests w)
                       'active (worker-active w)
                       'connections (worker-connections w)
+                      'sessions (worker-sessions w)
                       'shed (worker-shed w)
                       'queue_delay (worker-queue-delay w)
                       'memory (or (worker-rss w) (json-null))
@@ -327,7 +369,7 @@
         [("ready") (ready! w) (publish! (current-inexact-milliseconds))]
         [("stat")
          (define ns (map string->number (rest words)))
-         (when (and (= 6 (length ns)) (andmap exact-nonnegative-integer? ns))
+         (when (and (<= 6 (length ns) 7) (andmap exact-nonnegative-integer? ns))
            (when (or (positive? (second ns)) (> (first ns) (worker-requests w)))
              (set-worker-last-busy-ms! w (current-inexact-milliseconds)))
            (set-worker-requests! w (first ns))
@@ -335,7 +377,8 @@
            (set-worker-connections! w (third ns))
            (set-worker-slow! w (fourth ns))
            (set-worker-shed! w (fifth ns))
-           (set-worker-queue-delay! w (sixth ns)))]
+           (set-worker-queue-delay! w (sixth ns))
+           (when (= 7 (length ns)) (set-worker-sessions! w (seventh ns))))]
         [("recycle") (recycle! w (string-join (rest words)))]
         [else (void)])))
 
@@ -346,7 +389,7 @@
        (define-values (in out peer)
          (with-handlers ([exn:fail? (λ (e) (values #f #f #f))]) (listener-accept control)))
        (when in
-         (thread (λ () (read-reports in messages)))
+         (thread (λ () (read-reports in out messages)))
          (loop)))))
 
   (log-fastcgi-info "listening on ~a (manager of ~a; ~a)" address (cfg-ref 'app) (pm-describe plan))
@@ -372,7 +415,11 @@
                              (wrap-evt (worker-sp w) (λ (_) (list 'exit w)))))
          (wrap-evt (alarm-evt next-tick) (λ (_) '(tick))))))
     (case (first ev)
-      [(message) (handle-message! (second ev) (third ev))]
+      [(message)
+       (define w (hash-ref workers (second ev) #f))
+       (if (output-port? (third ev))
+           (when w (set-worker-control! w (third ev)))
+           (handle-message! (second ev) (third ev)))]
       [(exit) (exited! (second ev))]
       [(usr1)
        (log-fastcgi-info "SIGUSR1: workers reopen their log files")
@@ -398,13 +445,15 @@
       [(eq? (first ev) 'tick) (loop (+ (current-inexact-milliseconds) (* 1000 tick-seconds)))]
       [else (loop next-tick)])))
 
-;; read-reports : input-port channel -> void
-(define (read-reports in messages)
+;; read-reports : input-port output-port channel -> void
+;; After hello, the main loop gets (list pid out), the port to ask the worker to retire.
+(define (read-reports in out messages)
   (with-handlers ([exn:fail? void])
     (define hello (read-line in))
     (define m (and (string? hello) (regexp-match #rx"^hello ([0-9]+)$" hello)))
     (when m
       (define pid (string->number (cadr m)))
+      (channel-put messages (list pid out))
       (let loop ()
         (define line (read-line in))
         (when (string? line)

@@ -63,6 +63,8 @@
     (active_workers "active workers" active_workers gauge "Workers handling a request now")
     (idle_workers "idle workers" idle_workers gauge "Workers ready and handling nothing")
     (total_workers "total workers" total_workers gauge "Worker processes, starting and draining included")
+    (draining_workers "draining workers" draining_workers gauge "Workers being replaced (reload, recycling, fewer workers) that still finish requests or serve their servlet sessions")
+    (sessions "live sessions" sessions gauge "Servlet sessions (instances holding continuations) alive in the workers")
     (max_active_workers "max active workers" max_active_workers gauge "Most workers active at once since start")
     (max_workers_reached "max workers reached" max_workers_reached counter "Times the pool wanted a worker past its maximum")
     (slow_requests "slow requests" slow_requests counter "Requests that ran past the slow threshold")
@@ -75,7 +77,7 @@
 ;; The per-worker columns: key, label.
 (define worker-columns
   '((pid "pid") (state "state") (generation "gen") (requests "requests") (active "active")
-    (connections "connections") (shed "shed") (queue_delay "delay (ms)") (memory "memory") (uptime "uptime (s)")))
+    (connections "connections") (sessions "sessions") (shed "shed") (queue_delay "delay (ms)") (memory "memory") (uptime "uptime (s)")))
 
 ;; value->string : any -> string
 (define (value->string v)
@@ -132,6 +134,7 @@
   (define workers (hash-ref board 'workers '()))
   (for ([m (in-list '((requests "fastcgi_worker_requests" counter "Requests handed to the app by the worker")
                       (active "fastcgi_worker_active" gauge "Requests the worker handles now")
+                      (sessions "fastcgi_worker_sessions" gauge "Servlet sessions (instances holding continuations) alive in the worker")
                       (shed "fastcgi_worker_shed" counter "Requests the worker answered 503 because it was overloaded")
                       (queue_delay "fastcgi_worker_queue_delay_milliseconds" gauge "How long a runnable thread of the worker waits for the CPU (smoothed)")
                       (memory "fastcgi_worker_memory_bytes" gauge "Resident memory of the worker")))])

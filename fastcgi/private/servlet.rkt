@@ -30,6 +30,7 @@
          "hmac.rkt"
          "sessions.rkt")
 (provide load-servlet
+         start->servlet
          (struct-out loaded-servlet)
          servlet-run
          continuation-of
@@ -52,12 +53,14 @@
 (define (servlet-run s req) ((loaded-servlet-run s) req))
 
 ;; load-servlet : path #:worker-id natural #:memory natural #:timeout real
-;;                #:secret (or/c bytes #f) #:warn (string -> void) -> (or/c loaded-servlet #f)
+;;                #:secret (or/c bytes #f) #:secret-lasting? boolean #:warn (string -> void)
+;;                -> (or/c loaded-servlet #f)
 ;; The module at path (instantiated by the caller) as a servlet; #f when it provides
 ;; neither start nor interface-version. memory and timeout: the default manager's
-;; (make-default-manager). secret: signs stateless URLs (#f: one made now).
+;; (make-default-manager). secret: signs stateless URLs (#f: one made now); lasting?:
+;; it outlives this pool (else a stateless servlet gets a warning).
 (define (load-servlet path #:worker-id worker-id #:memory memory #:timeout timeout
-                      #:secret secret #:warn warn)
+                      #:secret secret #:secret-lasting? [lasting? (and secret #t)] #:warn warn)
   (define (get name [default (λ () #f)]) (dynamic-require path name default))
   (define version (get 'interface-version))
   (define start (get 'start))
@@ -74,7 +77,7 @@
      (cond
        [(not (procedure? start)) #f]
        [(web-server-language? path)
-        (stateless-servlet path dir start (create-none-manager #f) (default-stuffer) secret warn #f)]
+        (stateless-servlet path dir start (create-none-manager #f) (default-stuffer) secret lasting? warn #f)]
        [else
         (stateful-servlet 'start start (routed (make-default-manager #:memory memory #:timeout timeout)) #f)])]
     [(v1)
@@ -92,9 +95,21 @@
      (define m (get 'manager (λ () (create-none-manager #f))))
      (unless (manager? m)
        (raise-user-error 'raco-fastcgi "~a: manager must be a web-server manager, got ~e" path m))
-     (stateless-servlet path dir (need-start) m (get 'stuffer (λ () (default-stuffer))) secret warn dir)]
+     (stateless-servlet path dir (need-start) m (get 'stuffer (λ () (default-stuffer))) secret lasting? warn dir)]
     [else
      (raise-user-error 'raco-fastcgi "~a: interface-version must be 'v1, 'v2 or 'stateless, got ~e" path version)]))
+
+;; start->servlet : (request -> any) #:manager (or/c manager #f) #:memory natural
+;;                  #:timeout real [#:worker-id natural] -> loaded-servlet
+;; serve/fastcgi's servlet: start, with continuations kept in manager (#f: the default).
+(define (start->servlet start #:manager manager #:memory memory #:timeout timeout #:worker-id [worker-id 0])
+  (when (and manager (not (manager? manager)))
+    (raise-argument-error 'serve/fastcgi "(or/c #f manager?)" manager))
+  (install-exit-handler!)
+  (stateful-servlet 'start start
+                    (make-routed-manager (or manager (make-default-manager #:memory memory #:timeout timeout))
+                                         worker-id)
+                    #f))
 
 ;; web-server-language? : path -> boolean ; written in #lang web-server or web-server/base
 (define (web-server-language? path)
@@ -224,10 +239,10 @@
 ;; ---------------------------------------------------------------------------------------
 ;; Stateless servlets.
 
-;; stateless-servlet : path path (request -> any) manager stuffer (or/c bytes #f)
+;; stateless-servlet : path path (request -> any) manager stuffer (or/c bytes #f) boolean
 ;;                     (string -> void) (or/c path #f) -> loaded-servlet
-(define (stateless-servlet path dir start manager stuffer secret warn run-dir)
-  (unless secret
+(define (stateless-servlet path dir start manager stuffer secret lasting? warn run-dir)
+  (unless lasting?
     (warn (format "~a is a stateless servlet and no --secret-file was given: its URLs are signed with a secret made at start, so they stop working after a restart and on other hosts"
                   path)))
   (define key (or secret (crypto-random-bytes* 32)))

@@ -10,6 +10,7 @@
 ;; It also stops when the manager goes away (its socket closes, or the parent-death signal).
 ;; Started through worker-main.rkt with its configuration, a `write`n hash (see manager.rkt).
 (require json
+         racket/lazy-require
          racket/os
          racket/unix-socket
          "app.rkt"
@@ -25,6 +26,10 @@
          "table.rkt"
          "transport.rkt"
          "wire.rkt")
+;; Loaded for a servlet only (they load web-server).
+(lazy-require ["relay.rkt" (make-routing-handler peer-socket-path)]
+              ["servlet.rkt" (loaded-servlet-sessions)]
+              ["sessions.rkt" (routed-manager-sweep!)])
 (provide run-worker
          run-single
          make-limits*)
@@ -49,11 +54,22 @@
   (report! "ready")
   (thread (λ () (report-loop a (cfg-ref 'max-requests) report!)))
   ;; the manager is gone when its end of the control socket closes
+  ;; and it asks a worker it replaces to retire with a "retire" line
   (define manager-gone (make-semaphore 0))
+  (define retire (make-semaphore 0))
   (thread (λ ()
-            (with-handlers ([exn:fail? void]) (let loop () (unless (eof-object? (read-line ctl-in)) (loop))))
+            (with-handlers ([exn:fail? void])
+              (let loop ()
+                (define line (read-line ctl-in))
+                (unless (eof-object? line)
+                  (when (equal? line "retire") (semaphore-post retire))
+                  (loop))))
             (semaphore-post manager-gone)))
-  (serve-until-stopped a (cfg-ref 'graceful-timeout 30) manager-gone))
+  (serve-until-stopped a (cfg-ref 'graceful-timeout 30) manager-gone
+                       #:retire retire #:session-drain (cfg-ref 'session-drain default-session-drain)))
+
+;; Seconds a replaced worker keeps serving its servlet sessions (--session-drain).
+(define default-session-drain 600)
 
 ;; run-single : hash -> none
 ;; `serve --single-process`: the same server with no manager, on the listener it opens.
@@ -74,8 +90,10 @@
                     (running-server-address (app-running a)) (getpid))
   (serve-until-stopped a (cfg-ref 'graceful-timeout 30) never-evt))
 
-;; A running app: the server, its slow-request count and its log files.
-(struct app (running slow access slow-log))
+;; A running app: the server, its slow-request count and its log files; for a servlet
+;; that keeps continuations in a pool of workers, the server on the worker's private socket
+;; (relay.rkt) and the live-session count (a box, as of the last sweep).
+(struct app (running slow access slow-log private sessions))
 ;; app-server : app -> server
 (define (app-server a) (running-server-server (app-running a)))
 
@@ -100,18 +118,37 @@
                        #:status-path (cfg-ref 'status-path)
                        #:ping-path (cfg-ref 'ping-path)
                        #:board (λ () (board (unbox srv-box)))))
-  (define rs (start-server handler listener #:roles roles #:limits lim
+  (define rm (and servlet (loaded-servlet-sessions servlet)))
+  (define peers? (and rm (cfg-ref 'peer-dir) (cfg-ref 'worker-id)))
+  ;; the private socket first: a URL this worker hands out may come back through another
+  (define private
+    (and peers?
+         (start-server app-handler
+                       (open-listener (parse-listen-address
+                                       (string-append "unix:" (path->string (peer-socket-path (cfg-ref 'peer-dir) (cfg-ref 'worker-id)))))
+                                      #:socket-mode #o600)
+                       #:roles roles #:limits lim)))
+  (define rs (start-server (if peers?
+                               (make-routing-handler handler (cfg-ref 'worker-id) (cfg-ref 'peer-dir))
+                               handler)
+                           listener #:roles roles #:limits lim
                            #:allowed-clients (let ([a (cfg-ref 'allowed-clients)])
                                                (and a (parse-allowed-clients a)))
                            ;; no observer without an access log: nothing more per request
                            #:observer (and access (make-access-observer access))))
   (set-box! srv-box (running-server-server rs))
-  (define a (app rs slow-count access slow-log))
+  (define sessions (box 0))
+  (when rm
+    (thread (λ () (let loop () (sleep session-sweep-seconds) (set-box! sessions (routed-manager-sweep! rm)) (loop)))))
+  (define a (app rs slow-count access slow-log private (and rm (cons rm sessions))))
   (when slow-log
     (thread (λ () (watch-slow (app-server a) slow-log (cfg-ref 'slow-threshold 5) slow-count))))
   (when (limits-request-timeout lim)
     (thread (λ () (watch-stuck (app-server a) report!))))
   a)
+
+;; How often a servlet's live sessions are counted (the status, and a retiring worker).
+(define session-sweep-seconds 2)
 
 ;; watch-stuck : server (string any ... -> void) -> none
 ;; A handler stopped by the request timeout gets a break; its request is ended 5 s later
@@ -144,28 +181,60 @@
        (loop #t)]
       [else (loop asked?)])))
 
-;; serve-until-stopped : app real evt -> none
+;; serve-until-stopped : app real evt #:retire evt #:session-drain real -> none
 ;; SIGHUP reopens the log files; SIGTERM, SIGINT or the stop event stop gracefully, exit 0.
-(define (serve-until-stopped a graceful stop-evt)
+;; retire (the manager replaces this worker): the same, but a worker with live servlet
+;; sessions first stops taking new connections and serves its sessions on its private
+;; socket until none is left or session-drain seconds have passed.
+(define (serve-until-stopped a graceful stop-evt #:retire [retire never-evt] #:session-drain [drain 0])
+  (define (next-event evts)
+    (with-handlers ([exn:break:hang-up? (λ (e) 'reopen)]
+                    [exn:break? (λ (e) 'stop)])
+      (apply sync/enable-break (wrap-evt stop-evt (λ (_) 'orphaned)) evts)))
+  (define (reopen!)
+    (log-fastcgi-info "SIGHUP: reopening log files")
+    (when (app-access a) (log-file-reopen! (app-access a)))
+    (when (app-slow-log a) (log-file-reopen! (app-slow-log a))))
+  (define (stop! what)
+    (when (eq? what 'orphaned) (log-fastcgi-warning "the manager is gone: stopping"))
+    (log-fastcgi-info "stopping: finishing in-flight requests (up to ~a s)" graceful)
+    ((running-server-stop (app-running a)) #:timeout graceful)
+    (when (app-private a) ((running-server-stop (app-private a)) #:timeout graceful))
+    (when (app-access a) (log-file-close! (app-access a)))
+    (when (app-slow-log a) (log-file-close! (app-slow-log a)))
+    (flush-logging)
+    (exit 0))
+  (define (live-sessions)
+    (define s (app-sessions a))
+    (if s (routed-manager-sweep! (car s)) 0))
   (let loop ()
-    (define what
-      (with-handlers ([exn:break:hang-up? (λ (e) 'reopen)]
-                      [exn:break? (λ (e) 'stop)])
-        (sync/enable-break (wrap-evt stop-evt (λ (_) 'orphaned)))))
+    (define what (next-event (list (wrap-evt retire (λ (_) 'retire)))))
     (case what
-      [(reopen)
-       (log-fastcgi-info "SIGHUP: reopening log files")
-       (when (app-access a) (log-file-reopen! (app-access a)))
-       (when (app-slow-log a) (log-file-reopen! (app-slow-log a)))
-       (loop)]
-      [else
-       (when (eq? what 'orphaned) (log-fastcgi-warning "the manager is gone: stopping"))
-       (log-fastcgi-info "stopping: finishing in-flight requests (up to ~a s)" graceful)
-       ((running-server-stop (app-running a)) #:timeout graceful)
-       (when (app-access a) (log-file-close! (app-access a)))
-       (when (app-slow-log a) (log-file-close! (app-slow-log a)))
-       (flush-logging)
-       (exit 0)])))
+      [(reopen) (reopen!) (loop)]
+      [(retire)
+       (define n (if (and (app-private a) (positive? drain)) (live-sessions) 0))
+       (cond
+         [(zero? n) (stop! 'retire)]
+         [else
+          (log-fastcgi-info "retiring: no new connections; serving ~a live session(s) for up to ~a s"
+                            n drain)
+          ((running-server-stop (app-running a)) #:timeout graceful)
+          (define deadline (+ (current-inexact-monotonic-milliseconds) (* 1000 drain)))
+          (let wait ()
+            (define what (next-event (list (wrap-evt (alarm-evt (+ (current-inexact-milliseconds) 1000)) (λ (_) 'tick)))))
+            (case what
+              [(reopen) (reopen!) (wait)]
+              [(tick)
+               (define left (live-sessions))
+               (set-box! (cdr (app-sessions a)) left)
+               (cond
+                 [(zero? left) (log-fastcgi-info "retiring: every session has ended") (stop! 'retire)]
+                 [(> (current-inexact-monotonic-milliseconds) deadline)
+                  (log-fastcgi-info "retiring: ~a session(s) still live after ~a s: stopping" left drain)
+                  (stop! 'retire)]
+                 [else (wait)])]
+              [else (stop! what)]))])]
+      [else (stop! what)])))
 
 ;; single-board : server hash flonum -> hash ; the status of a single-process server
 (define (single-board srv cfg start-ms)
@@ -211,7 +280,8 @@
   (make-servlet-settings #:worker-id (hash-ref cfg 'worker-id (servlet-settings-worker-id d))
                          #:memory (hash-ref cfg 'servlet-memory (servlet-settings-memory d))
                          #:timeout (hash-ref cfg 'continuation-timeout (servlet-settings-timeout d))
-                         #:secret (let ([f (hash-ref cfg 'secret-file #f)]) (and f (read-secret f)))))
+                         #:secret (let ([f (hash-ref cfg 'secret-file #f)]) (and f (read-secret f)))
+                         #:secret-lasting? (hash-ref cfg 'secret-lasting? (and (hash-ref cfg 'secret-file #f) #t))))
 
 ;; read-secret : path-string -> bytes
 (define (read-secret file)
@@ -244,8 +314,9 @@
     (define now (list requests (unbox (server-running srv))
                       (hash-ref (server-stats srv) 'connections 0) (unbox (app-slow a))
                       (hash-ref (server-stats srv) 'shed 0)
-                      (inexact->exact (round (queue-delay-ms srv)))))
-    (unless (equal? now last) (apply report! "stat ~a ~a ~a ~a ~a ~a" now))
+                      (inexact->exact (round (queue-delay-ms srv)))
+                      (let ([s (app-sessions a)]) (if s (unbox (cdr s)) 0))))
+    (unless (equal? now last) (apply report! "stat ~a ~a ~a ~a ~a ~a ~a" now))
     (define ask? (and max-requests (not asked?) (>= requests max-requests)))
     (when ask? (report! "recycle after ~a requests (--max-requests)" requests))
     (loop now (or asked? ask?) (if (and (equal? now last) (zero? (cadr now))) (add1 quiet) 0))))

@@ -1,0 +1,118 @@
+#lang racket/base
+;; Continuations across worker processes. A continuation lives in the memory of the worker
+;; that captured it, and the front's connections reach any worker (the kernel hands each
+;; new connection to one of them). A continuation id names its owner (sessions.rkt); every
+;; worker also listens on a private unix socket, PEER-DIR/wID.sock, and a worker that gets
+;; another's continuation URL passes the FastCGI request on to the owner there and relays
+;; the answer back, streaming both ways: params as they came, the body as the handler would
+;; read it, the owner's STDOUT and STDERR as they arrive.
+;;
+;; When the owner cannot be reached (it crashed, or expired its sessions and exited), the
+;; request is served here: the servlet's manager does not know the id, and the servlet's
+;; expiration handler answers, as for any expired continuation.
+(require net/url
+         racket/unix-socket
+         "protocol.rkt"
+         "request.rkt"
+         (only-in "servlet.rkt" continuation-of)
+         (only-in "sessions.rkt" owner-of)
+         (only-in "web.rkt" uri-bytes->url))
+(provide request-owner
+         peer-socket-path
+         relay-request!
+         make-routing-handler)
+
+;; make-routing-handler : (fastcgi-request -> any) natural path-string
+;;                        -> (fastcgi-request -> any)
+;; handler, with the requests for another worker's continuations passed on to it.
+(define (make-routing-handler handler self dir)
+  (λ (r)
+    (define owner (request-owner r))
+    (unless (and owner (not (eqv? owner self))
+                 (relay-request! r (peer-socket-path dir owner)))
+      (handler r))))
+
+;; peer-socket-path : path-string natural -> path
+(define (peer-socket-path dir worker-id)
+  (build-path dir (format "w~a.sock" worker-id)))
+
+;; request-owner : fastcgi-request -> (or/c natural #f)
+;; The worker that owns the continuation the request's URL resumes; #f for a URL without
+;; one (or a malformed one, which the servlet answers itself). Only URLs with a path
+;; parameter (a `;` before the query) are decoded.
+(define (request-owner r)
+  (define uri (request-param r #"REQUEST_URI"))
+  (and uri
+       (let ([semi (path-semicolon uri)])
+         (and semi
+              (let* ([u (with-handlers ([exn:fail? (λ (e) #f)]) (uri-bytes->url uri))]
+                     [k (and u (continuation-of u))])
+                (and (pair? k) (owner-of (car k))))))))
+
+;; path-semicolon : bytes -> boolean ; a `;` before any `?`
+(define (path-semicolon bs)
+  (let loop ([i 0])
+    (and (< i (bytes-length bs))
+         (let ([b (bytes-ref bs i)])
+           (cond [(eqv? b 59) #t]          ; ;
+                 [(eqv? b 63) #f]          ; ?
+                 [else (loop (add1 i))])))))
+
+;; relay-request! : fastcgi-request path-string -> boolean
+;; #f when the owner's socket cannot be connected to (nothing was sent, nothing answered);
+;; else the answer was relayed (or the exchange failed midway: the request is ended with
+;; what arrived, and the error logged by the caller's handler).
+(define (relay-request! r socket)
+  (define-values (in out)
+    (with-handlers ([exn:fail? (λ (e) (values #f #f))])
+      (unix-socket-connect socket)))
+  (cond
+    [(not in) #f]
+    [else
+     (define id 1)
+     (define sender
+       (thread
+        (λ ()
+          (with-handlers ([exn:fail? void])
+            (write-record 'begin-request id (begin-request-content 'responder #f) out)
+            (write-stream 'params id (pairs->bytes (fastcgi-request-params r)) out)
+            (define stdin (fastcgi-request-stdin r))
+            (define buf (make-bytes 65528))
+            (let loop ()
+              (flush-output out)
+              (define n (read-bytes-avail! buf stdin))
+              (unless (eof-object? n)
+                (write-record 'stdin id (subbytes buf 0 n) out)
+                (loop)))
+            (write-record 'stdin id #"" out)
+            (flush-output out)))))
+     (dynamic-wind
+      void
+      (λ () (copy-answer! in (fastcgi-request-stdout r) (current-error-port)) #t)
+      (λ ()
+        (kill-thread sender)
+        (close-input-port in)
+        (close-output-port* out)))]))
+
+;; copy-answer! : input-port output-port output-port -> void
+;; The owner's records until END_REQUEST: STDOUT to out, STDERR to err.
+(define (copy-answer! in out err)
+  (let loop ()
+    (define head (read-bytes 8 in))
+    (unless (and (bytes? head) (= (bytes-length head) 8))
+      (error 'relay "the owner closed the connection before END_REQUEST"))
+    (define type (bytes-ref head 1))
+    (define len (+ (* 256 (bytes-ref head 4)) (bytes-ref head 5)))
+    (define content (if (zero? len) #"" (read-bytes len in)))
+    (unless (and (bytes? content) (= (bytes-length content) len))
+      (error 'relay "the owner's record was cut short"))
+    (define pad (bytes-ref head 6))
+    (unless (zero? pad) (read-bytes pad in))
+    (case (type->symbol type)
+      [(stdout) (write-bytes content out) (loop)]
+      [(stderr) (write-bytes content err) (loop)]
+      [(end-request) (flush-output out)]
+      [else (loop)])))
+
+;; close-output-port* : output-port -> void ; closing may flush to a peer that is gone
+(define (close-output-port* p) (with-handlers ([exn:fail? void]) (close-output-port p)))
