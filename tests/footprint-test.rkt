@@ -56,7 +56,7 @@
    (run-program
     (string-append
      prelude
-     (format "(define-values (handler roles) ((dynamic-require '(file ~s) 'load-app) ~s ((dynamic-require '(file ~s) 'make-limits))))\n"
+     (format "(define-values (handler roles servlet) ((dynamic-require '(file ~s) 'load-app) ~s ((dynamic-require '(file ~s) 'make-limits))))\n"
              app-module (path->string app) limits-module)
      "(define stop (serve/fastcgi-raw handler #:listen sock))\n"
      "(write (list (web?) (get)))\n"

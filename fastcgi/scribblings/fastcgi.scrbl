@@ -6,6 +6,7 @@
                      web-server/http
                      (only-in net/url string->url)
                      (only-in web-server/servlet-env serve/servlet)
+                     (only-in web-server/servlet/web servlet-prompt)
                      (only-in web-server/safety-limits make-safety-limits)
                      (only-in web-server/dispatch dispatch-rules)
                      (only-in web-server/dispatchers/dispatch exn:dispatcher)
@@ -167,9 +168,10 @@ to the front, which typically writes it to its error log.
 
 @subsection[#:tag "servlets"]{Servlets}
 
-A servlet is applied to each request as a plain procedure; nothing else of
-@racketmodname[web-server]'s servlet machinery (continuations, @racketidfont{send/suspend},
-servlet instances) is set up. While it runs, @racket[current-fastcgi-request] holds the
+A servlet runs as under @racketmodname[web-server]'s own servlet dispatcher: it may
+capture continuations (@racketidfont{send/suspend} and its family), follow the servlet
+module convention, or be a stateless servlet in @racketmodname[web-server/base]
+(@secref["continuations"]). While it runs, @racket[current-fastcgi-request] holds the
 raw request.
 
 @subsubsection{From params to a request}
@@ -246,6 +248,119 @@ output that was still buffered. If output has already left (a full record of 655
 or after @racket[flush-output] on the output port), no page can be sent: the request
 ends with an @wire{END_REQUEST} whose application status is 1, and the front sees a
 truncated answer.
+
+@subsection[#:tag "continuations"]{Continuations, the servlet module convention and stateless servlets}
+
+Everything @racketmodname[web-server] runs, runs here, on @racketmodname[web-server]'s
+own machinery (its managers, stuffers, @racket[servlet-prompt]); what this server adds is
+where continuations live in a pool of processes, and checks on what comes back from the
+client.
+
+@bold{Which forms run.} @racketidfont{send/suspend}, @racketidfont{send/suspend/dispatch},
+@racketidfont{send/suspend/url}, @racketidfont{send/forward}, @racketidfont{send/back},
+@racketidfont{send/finish}, @racketidfont{redirect/get}, @racketidfont{clear-continuation-table!},
+@racketidfont{embed/url} (also inside formlets and @racketmodname[web-server/page]), web
+cells and @racketidfont{with-errors-to-browser}, under @exec{raco fastcgi serve},
+@exec{raco fastcgi dev} and @racket[serve/fastcgi]. The servlet runs as
+@racketmodname[web-server]'s dispatcher runs it: with @racketidfont{current-servlet},
+@racketidfont{current-execution-context} and @racketidfont{current-servlet-instance-id}
+set, inside a continuation barrier and a prompt tagged @racket[servlet-prompt]. A call
+of @racket[exit] in a servlet ends its request (a 500 page, and a warning in the log), not
+the process.
+
+@bold{The module convention.} An application file is read as @racketmodname[web-server]'s
+servlet dispatcher reads a servlet module:
+@itemlist[
+ @item{@racketidfont{interface-version} @racket['v1] with @racketidfont{timeout} (seconds)
+       and @racketidfont{start}: continuations in a timeout manager, as
+       @racketidfont{make-v1.servlet} makes;}
+ @item{@racketidfont{interface-version} @racket['v2] with @racketidfont{manager} and
+       @racketidfont{start};}
+ @item{@racketidfont{interface-version} @racket['stateless] with @racketidfont{start} and,
+       optionally, @racketidfont{manager} (default: a manager that keeps nothing) and
+       @racketidfont{stuffer} (default: @racketidfont{default-stuffer});}
+ @item{only @racketidfont{start}: continuations in @racket[serve/servlet]'s default
+       manager, a threshold LRU manager (below); a module written in
+       @racketmodname[web-server] (@tt{#lang web-server}) that provides only
+       @racketidfont{start} is a stateless servlet with @racketidfont{default-stuffer}, as
+       @racket[serve/servlet] with @racket[#:stateless? #t] serves it.}
+]
+Servlets with an @racketidfont{interface-version} run with the module's folder as
+@racket[current-directory], as under the servlet dispatcher; others in the server's. A
+file in @tt{#lang web-server/insta} would start an HTTP server of its own when loaded:
+it is refused at load with one line naming the change to make (the one
+@racketmodname[web-server]'s tutorial gives for leaving DrRacket: a first line
+@tt{#lang racket}, then @racket[(require web-server/servlet)] and @racket[(provide start)]).
+
+@bold{The default manager.} @racket[serve/servlet]'s: a threshold LRU manager whose
+continuations each have 24 life points, lose one every @DFlag{continuation-timeout}/24
+seconds (default 14400 s, 4 hours, so 10 minutes a point) and gain one each time they are
+used; while the worker uses more than @DFlag{servlet-memory} bytes (default 128 MiB), every
+continuation also loses a point every 5 seconds, so all are gone within 2 minutes of
+memory pressure, the least used first. A flood of new sessions therefore cannot hold more
+than the threshold plus 2 minutes' worth of sessions. An expired or unknown continuation
+gets the manager's expiration page (the default one is @racket[serve/servlet]'s: ``Sorry,
+this page has expired. Please go back.''; a manager without one gets that one too),
+never a 500. Instances are made in the manager only when a request first stores a
+continuation: a servlet that never suspends costs the manager nothing.
+
+@bold{Continuation ids.} A continuation URL carries @tt{(INSTANCE K-ID SALT)} in a path
+parameter, as under @racketmodname[web-server]. Here the instance id carries the worker
+that owns it (@tt{INSTANCE = local id * 2^32 + worker number}), and the salt carries 96
+bits of an HMAC-SHA256, under a key each worker makes at start, of the three numbers: ids
+cannot be guessed or forged, and a URL one worker did not hand out never reaches its
+manager's tables. Before @racketmodname[web-server] @racket[read]s a path parameter, the
+server checks its shape: a parameter must be what @racketmodname[web-server] writes (a
+list of pairs of a short key and a string) or a plain token, and a @tt{k} must hold three
+numbers; anything else (a cyclic datum, a deep list, a truncated or malformed @tt{k}) is
+answered @tt{400 Bad Request} without calling the servlet, and logged (at most 10 lines a
+second).
+
+@bold{Across worker processes.} Continuations live in the memory of the worker that
+captured them, and the front's connections reach any worker. Each worker of a pool that
+serves a servlet with continuations also listens on a private unix socket in the
+manager's private folder; a worker that receives a URL of another worker's continuation
+passes the FastCGI request (params as they came, body streamed) to the owner there and
+relays the answer back as it arrives. What a passed-on request costs is in
+@filepath{bench/RESULTS.md} (the @italic{passed-on} row). When the owner cannot be
+reached (it crashed, or retired and ended), the request is served where it arrived, and
+gets the expiration page.
+
+@bold{Reloads and recycling.} A worker replaced by a reload (@tt{SIGHUP}), recycling
+(@DFlag{max-requests}, @DFlag{max-memory}) or a smaller pool @italic{retires}: it stops
+accepting connections and finishes its requests, then goes on serving its live sessions
+(the continuation URLs other workers pass on to it) until none is left or
+@DFlag{session-drain} seconds (default 600) have passed; new sessions go to the new
+workers. A worker with no live session stops at once, as before. The status page shows
+each worker's live @tt{sessions}, the pool's total, and @tt{draining_workers}; a retiring
+worker's state is @tt{draining}. Stopping the manager does not wait for sessions.
+
+@bold{Stateless servlets.} Their continuations travel in the URL (the @tt{c} parameter),
+serialized by the servlet's stuffer. The server signs what the stuffer makes: the URL
+carries the stuffer's output, a dot and 128 bits of HMAC-SHA256 under the server's secret,
+and what comes back is checked before the stuffer sees it, so nothing is deserialized from
+a URL (or a @racketidfont{send/suspend/hidden} field) that this server did not make; a bad
+signature is answered 400. The secret is read from @DFlag{secret-file} (at least 16
+bytes; the same file on every host lets any host resume any URL); without it, the
+manager makes one at start, shared by its workers and valid across reloads until it
+stops, and the worker logs one warning line at load saying so. The secret is never put
+in a URL, a log line or a process's command line.
+
+@bold{Several hosts.} Stateful sessions need a front that pins a client to a host (an
+HAProxy cookie); stateless servlets resume on any host that has the same secret. When the
+pinned host is gone, the session gets the expiration page from another host. See
+@filepath{deploy/cluster/} and the deployment chapter.
+
+@bold{From one process to several.} Continuations are routed to their worker, but
+anything else an application keeps in process memory is per worker: a module-level
+variable (a counter, a list of posts, a cache) has one copy in each worker, and each
+worker sees only the changes made by the requests it served. The tutorial's blog with its
+posts in memory (its first iterations) shows different posts depending on the worker
+that answers; with its posts in SQLite (@filepath{model-3.rkt}) every worker sees the
+same. Keep shared state in a database or a file, or serve such an application with
+@DFlag{workers} 1 (one process still serves many requests at once, on green threads;
+a servlet that mostly waits on I/O needs no more), and give it more workers once its
+state is shared.
 
 @subsection[#:tag "raw"]{Raw handlers}
 
@@ -388,6 +503,22 @@ The options, grouped and described as @DFlag{help} prints them, then notes:
  @item{@DFlag{log-level} @nonterm{level} ---
        ``Log level on stderr: error, warning, info (default), debug''
        (@tt{fatal} is accepted too).}
+]
+
+@bold{Servlets with continuations} --- see @secref["continuations"]
+@itemlist[
+ @item{@DFlag{continuation-timeout} @nonterm{secs} ---
+       ``Seconds a continuation lives after its last use, in the default manager
+       (default 14400: 4 hours, as serve/servlet)''}
+ @item{@DFlag{servlet-memory} @nonterm{size} ---
+       ``Past SIZE of memory in a worker, the default manager expires continuations,
+       least used first, all within 2 minutes (default 128m, as serve/servlet)''}
+ @item{@DFlag{session-drain} @nonterm{secs} ---
+       ``Seconds a worker replaced by a reload or recycling keeps serving its live
+       sessions, while new ones go to the new workers (default 600; 0: none)''}
+ @item{@DFlag{secret-file} @nonterm{file} ---
+       ``Sign stateless servlets' URLs with the secret in FILE (at least 16 bytes), the same
+       on every host (default: a secret made at start, valid until the manager stops)''}
 ]
 
 @bold{Limits (per worker)} --- see @secref["limits"]
@@ -746,7 +877,10 @@ and slow logs.
           [#:socket-owner socket-owner (or/c #f string? exact-nonnegative-integer?) #f]
           [#:socket-group socket-group (or/c #f string? exact-nonnegative-integer?) #f]
           [#:backlog backlog exact-positive-integer? 1024]
-          [#:on-ready on-ready (-> string? any) void])
+          [#:on-ready on-ready (-> string? any) void]
+          [#:manager manager any/c #f]
+          [#:continuation-timeout continuation-timeout (>/c 0) 14400]
+          [#:servlet-memory servlet-memory exact-positive-integer? (* 128 1024 1024)])
          (->* () (#:timeout (>=/c 0)) void?)]{
 
 Serves the servlet @racket[start] (@secref["servlets"]) in the given @racket[roles]
@@ -767,6 +901,11 @@ when @racket[serve/fastcgi] is called, and @racket[#f] allows every client.
 @racket[socket-mode], @racket[socket-owner] and @racket[socket-group] apply to a unix
 socket file: a string is a user or group name, an integer a uid or gid, and @racket[#f]
 leaves the owner or group as created. @racket[backlog] is the listen backlog.
+
+The servlet may capture continuations (@secref["continuations"]): they are kept in
+@racket[manager], a @racketmodname[web-server/managers/manager] manager, or when it is
+@racket[#f] in @racket[serve/servlet]'s default manager with the given
+@racket[continuation-timeout] (seconds) and @racket[servlet-memory] (bytes).
 
 @racket[on-ready] is called in the calling thread, before @racket[serve/fastcgi]
 returns, with the address the server accepts connections on, for example
