@@ -45,11 +45,11 @@
 ;; A run: when and where, the mode ("full" or "quick"), wrk's duration and warm-up, the
 ;; number of rounds of the hello-world rows, the
 ;; tables (hello25 hello100 large cpu: rows; upload: upload-rows; many: many-results;
-;; latency: pace-rows; any of them '() when not run), whether --workers existed, the
+;; latency: pace-rows; relay: rows; any of them '() when not run), whether --workers existed, the
 ;; commands run (a list of strings), the configuration files (an alist of title and
 ;; text), the versions (an alist), and the trampoline section's text or #f.
 (struct outcome (date cores mode duration warmup rounds
-                 hello25 hello100 large upload cpu many latency
+                 hello25 hello100 large upload cpu many latency relay
                  workers? commands configs versions trampoline)
   #:transparent)
 
@@ -176,6 +176,16 @@
             (if l (number->string (load-errors l)) "-")
             (row-note r))))))
 
+;; relay-note : (listof row) -> string ; what a passed-on request adds, per request
+(define (relay-note rows)
+  (define direct (rps rows 'continuation-direct))
+  (define relayed (rps rows 'continuation-relayed))
+  (if (and direct relayed)
+      (format "\nA passed-on request: ~a req/s against ~a for the owner alone (× ~a), about ~a µs more of wall time per request at 25 connections.\n"
+              (fmt-num relayed) (fmt-num direct) (~r (/ relayed direct) #:precision 2)
+              (~r (- (/ 1e6 relayed) (/ 1e6 direct)) #:precision 1))
+      ""))
+
 ;; ceiling-notes : outcome -> string
 ;; The php-fpm targets are ratios against a peer; the C responder, which does no work at
 ;; all, bounds what any FastCGI backend can reach through this nginx. When even it is
@@ -280,6 +290,16 @@
          "`GET /cpu`: about 3 ms of fixnum arithmetic in the handler (bench/apps/bench-raw.rkt), "
          "25 connections.\n\n"
          (load-table (outcome-cpu o) #f)))
+  (unless (null? (outcome-relay o))
+    (say "\n## Continuations across workers: a passed-on request\n\n"
+         "bench/apps/bench-continuation.rkt under `raco fastcgi serve --workers 1`, 25 "
+         "connections: wrk requests one continuation URL (made by `GET /`), which the one "
+         "worker owns and resumes itself; then, after a reload (SIGHUP), the same URL reaches "
+         "the new worker, which passes each request on to the retiring owner over its "
+         "private socket and relays the answer (bench/run.rkt, relay-rows). Both rows are "
+         "the same process tree measured a few seconds apart.\n\n"
+         (load-table (outcome-relay o) 'continuation-direct)
+         (relay-note (outcome-relay o))))
   (unless (null? (outcome-many o))
     (say "\n## Many idle keep-alive connections through HAProxy\n\n"
          "HAProxy 2.6 (`fcgi-app` with `option keep-conn`, `http-reuse never`, so each "

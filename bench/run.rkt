@@ -9,13 +9,15 @@
 ;; measurement, default 5), BENCH_WARMUP (default 2), BENCH_ROUNDS, and
 ;; BENCH_ONLY (comma-separated hello-row keys and scenario names, to re-measure a few).
 ;; Load goes to 127.0.0.1 and unix sockets only; every process dies with the run.
-(require racket/cmdline
+(require json
+         racket/cmdline
          racket/date
          racket/file
          racket/format
          racket/future
          racket/list
          racket/string
+         racket/system
          "../tests/integration/lib.rkt"
          "configs.rkt"
          "harness.rkt"
@@ -212,6 +214,7 @@
 (define hello-raw "examples/hello-raw.rkt")
 (define hello-servlet "examples/hello.rkt")
 (define bench-raw "bench/apps/bench-raw.rkt")
+(define bench-continuation "bench/apps/bench-continuation.rkt")
 
 ;; hello-specs : path addrs -> (listof spec) ; the rows this run measures
 (define (hello-specs dir a)
@@ -407,6 +410,54 @@
                      "RSS grew less than 1 KiB a connection: they fit in memory the process already held"]
                     [else ""]))))))))
 
+;; relay-rows : path (hash string front) addrs -> (listof row)
+;; A continuation URL resumed by its owner, then passed on to it: `--workers 1` serving
+;; bench-continuation.rkt; wrk on the URL `GET /` made (the one worker owns it); then a
+;; reload, after which the new worker passes the URL's requests on to the retiring owner.
+(define (relay-rows dir fronts a)
+  (define label-direct "ours servlet, continuation URL resumed by its owner (--workers 1)")
+  (define label-relayed "ours servlet, the same URL after a reload: passed on to the retiring owner")
+  (define port (front-port (hash-ref fronts "ours_unix_keep")))
+  (define (measure key label url)
+    (run-wrk url 25 (warmup))
+    (log-command! wrk-path (wrk-args url 25 (duration)))
+    (define l (run-wrk url 25 (duration)))
+    (say "~a: ~a req/s" label (~r (load-rps l) #:precision 0))
+    (row key label l #f #f (if (positive? (load-errors l)) "answers went wrong: the ratio is not used" "")))
+  (with-handlers ([exn:fail? (λ (e)
+                               (say "continuations across workers: FAILED: ~a" (exn-message e))
+                               (for/list ([k '(continuation-direct continuation-relayed)]
+                                          [label (list label-direct label-relayed)])
+                                 (row k label #f #f #f (format "failed: ~a" (string-replace (exn-message e) "\n" " ")))))])
+    (call-with-peers
+     dir (list (ours bench-continuation (addrs-ours a) (list "--workers" "1" "--status-path" "/status")))
+     (λ (procs)
+       (define (status)
+         (with-handlers ([exn:fail? (λ (e) #f)])
+           (bytes->jsexpr (http-response-body (http-request port "/status?json" #:timeout 10)))))
+       (define (get-url)
+         (define r (http-request port "/" #:timeout 10))
+         (and (= (http-response-status r) 200) (regexp-match? #rx#"^/" (http-response-body r))
+              (bytes->string/utf-8 (http-response-body r))))
+       (define path (let loop ([n 0])
+                      (or (with-handlers ([exn:fail? (λ (e) #f)]) (get-url))
+                          (if (< n 300) (begin (sleep 0.1) (loop (add1 n))) (error 'bench "no continuation URL from GET /")))))
+       (define url (format "http://127.0.0.1:~a~a" port path))
+       (wait-until 30 "the continuation to answer" (λ () (answers? port path hello-body)))
+       (define direct (measure 'continuation-direct label-direct url))
+       ;; the peer is the manager (raco runs it in its own process)
+       (log-command! "kill" (list "-HUP" "MANAGER-PID"))
+       (unless (system* "/bin/kill" "-HUP" (number->string (proc-pid (car procs))))
+         (error 'bench "kill -HUP of the manager failed"))
+       (wait-until 60 "the reload, with the old worker retiring and holding the session"
+                   (λ ()
+                     (define s (status))
+                     (and s (= (hash-ref s 'generation 0) 2)
+                          (for/or ([w (in-list (hash-ref s 'workers '()))])
+                            (and (equal? (hash-ref w 'state #f) "draining") (positive? (hash-ref w 'sessions 0)))))))
+       (wait-until 30 "the passed-on continuation to answer" (λ () (answers? port path hello-body)))
+       (list direct (measure 'continuation-relayed label-relayed url))))))
+
 ;; latency-keys : the backends of the latency scenario, by their hello-world row
 (define latency-keys '(c-unix-keep php-keep ours-raw-keep ours-servlet-keep))
 
@@ -526,10 +577,11 @@
                     (many-connections dir a 1000 'ours "ours raw, one process" (ours hello-raw (addrs-ours a))))
               '()))
         (define latency (if (scenario? 'latency) (latency-rows dir fronts a (at 0) pace-exe) '()))
+        (define relay (if (scenario? 'relay) (relay-rows dir fronts a) '()))
         (define trampoline (build-path bench-dir "trampoline-results.md"))
         (outcome (parameterize ([date-display-format 'iso-8601]) (date->string (current-date) #t))
                  (processor-count) (if (quick?) "quick" "full") (duration) (warmup) (rounds)
-                 (at 0) (at 1) large upload cpu many latency
+                 (at 0) (at 1) large upload cpu many latency relay
                  (features-workers? (current-features)) (logged-commands)
                  (append
                   (list (cons "nginx.conf" (file->string (build-path dir "nginx.conf")))
