@@ -147,6 +147,39 @@
     (string-append* (for/list ([b (in-bytes (sha256-bytes bs))])
                       (string-append (if (< b 16) "0" "") (number->string b 16)))))
 
+  ;; check-guess : served -> void
+  ;; The continuation game, served by 2 workers: a binary search wins in at most 7 guesses;
+  ;; an earlier page's form (the Back button) goes on from that page's state.
+  (define (check-guess s)
+    (define port (served-port s))
+    (define (action page) (cadr (regexp-match #rx"action=\"([^\"]*)\"" page)))
+    (define (guess url n) (body-string (post-form port url (string->bytes/utf-8 (format "guess=~a" n)))))
+    (for ([game (in-range 3)])
+      (define first-page (body-string (http-request port "/")))
+      (check-regexp-match #rx"I am thinking of a number from 1 to 100" first-page)
+      (define first-url (action first-page))
+      (check-regexp-match #rx"^/;" first-url "a continuation URL")
+      (define-values (won tries)
+        (let loop ([lo 1] [hi 100] [url first-url] [tries 1])
+          (define n (quotient (+ lo hi) 2))
+          (define page (guess url n))
+          (cond
+            [(regexp-match #rx"you found it in ([0-9]+) guesses" page)
+             => (λ (m) (values n (string->number (cadr m))))]
+            [(regexp-match? #rx"is too small" page) (loop (add1 n) hi (action page) (add1 tries))]
+            [(regexp-match? #rx"is too large" page) (loop lo (sub1 n) (action page) (add1 tries))]
+            [else (fail (format "unexpected page: ~a" page)) (values #f #f)])))
+      (check-true (<= tries 7))
+      ;; Back to the first page: its form starts from no guesses, whatever came after
+      (define again (guess first-url (if (= won 1) 2 1)))
+      (check-regexp-match #rx"Guesses so far: 1<" again)
+      (check-regexp-match #rx"you found it in 1 guesses" (guess first-url won))
+      ;; an answer that is not a number asks again, on the same state
+      (check-regexp-match #rx"Guesses so far: 0<" (guess first-url "x")))
+    (define expired (http-request port "/;((%22k%22%20.%20%22(4294967296%201%202)%22))"))
+    (check-equal? (http-response-status expired) 200)
+    (check-regexp-match #rx"this page has expired" (body-string expired)))
+
   ;; call-role : string symbol (listof (cons string string)) bytes -> fcgi-reply
   (define (call-role address role params #:data [data #f])
     (define c (fastcgi-connect address))
@@ -205,6 +238,7 @@
     (list (list "hello" "hello.rkt" #t check-hello)
           (list "hello-raw" "hello-raw.rkt" #t check-hello)
           (list "servlet" "servlet.rkt" #t check-servlet)
+          (list "guess" "guess.rkt" #t check-guess)
           (list "json-api" "json-api.rkt" #t check-json-api)
           (list "upload" "upload.rkt" #t check-upload)
           (list "authorizer" "authorizer.rkt" #f check-authorizer)
@@ -221,9 +255,12 @@
          (for/list ([e (in-list examples)] [port (in-list ports)])
            (define name (car e))
            (define address (format "unix:~a/~a.sock" dir name))
-           ;; one worker: the guestbook and the item store live in the process
+           ;; one worker: the guestbook and the item store live in the process; the
+           ;; game's continuations are passed to their worker, so it takes two
            (define app (started! (start-app name (repo-file "examples" (cadr e)) address
-                                            #:dir dir #:args '("--workers" "1"))))
+                                            #:dir dir #:args (if (equal? name "guess")
+                                                                 '("--workers" "2")
+                                                                 '("--workers" "1")))))
            (when (caddr e)
              (define sub (build-path dir name))
              (make-directory sub)
