@@ -20,13 +20,13 @@
 (require net/url
          racket/lazy-require
          web-server/http/request-structs
+         (only-in (submod web-server/http/request-structs private) [request-uri request-uri/raw])
          web-server/http/bindings
          web-server/http/response-structs
          web-server/managers/manager
          web-server/managers/timeouts
          web-server/private/servlet
          (only-in web-server/servlet/servlet-structs any->response)
-         (only-in web-server/servlet/web adjust-timeout!)
          "hmac.rkt"
          "sessions.rkt")
 (provide load-servlet
@@ -38,12 +38,13 @@
 
 ;; The stateless machinery (serializable continuations, stuffers) loads only for a
 ;; stateless servlet.
-(lazy-require [web-server/lang/web (make-stateless-servlet initialize-servlet)]
+(lazy-require [web-server/servlet/web (adjust-timeout!)]
+              [web-server/lang/web (make-stateless-servlet initialize-servlet)]
               [web-server/managers/none (create-none-manager)]
               [web-server/stuffers/stuffer (make-stuffer stuffer-in stuffer-out)])
 
-;; A loaded servlet. kind: 'start (a module that provides only start), 'v1, 'v2 or
-;; 'stateless. run: request -> result (see servlet-run). sessions: the routed manager,
+;; A loaded servlet. kind: 'start (a module that provides only start), 'plain (the same,
+;; in a process where no continuation can be captured), 'v1, 'v2 or 'stateless. run: request -> result (see servlet-run). sessions: the routed manager,
 ;; #f for a stateless servlet.
 (struct loaded-servlet (kind run sessions))
 
@@ -78,6 +79,7 @@
        [(not (procedure? start)) #f]
        [(web-server-language? path)
         (stateless-servlet path dir start (create-none-manager #f) (default-stuffer) secret lasting? warn #f)]
+       [(not (continuations-loaded?)) (plain-servlet start)]
        [else
         (stateful-servlet 'start start (routed (make-default-manager #:memory memory #:timeout timeout)) #f)])]
     [(v1)
@@ -106,10 +108,26 @@
   (when (and manager (not (manager? manager)))
     (raise-argument-error 'serve/fastcgi "(or/c #f manager?)" manager))
   (install-exit-handler!)
-  (stateful-servlet 'start start
-                    (make-routed-manager (or manager (make-default-manager #:memory memory #:timeout timeout))
-                                         worker-id)
-                    #f))
+  (if (and (not manager) (not (continuations-loaded?)))
+      (plain-servlet start)
+      (stateful-servlet 'start start
+                        (make-routed-manager (or manager (make-default-manager #:memory memory #:timeout timeout))
+                                             worker-id)
+                        #f)))
+
+;; continuations-loaded? : -> boolean
+;; Whether web-server's continuation API is loaded in this process: web-server/servlet
+;; (send/suspend and its family; web-server/servlet, web-server/dispatch, formlets and
+;; web-server/page load it) or web-server/lang/web (the stateless language). A servlet in
+;; a process without it cannot capture a continuation, and is called as a plain procedure:
+;; setting up what the servlet dispatcher sets up costs a request about 1.5 us (three
+;; contracted parameters, the execution context, a prompt and a barrier).
+(define (continuations-loaded?)
+  (or (module-declared? 'web-server/servlet/web #f)
+      (module-declared? 'web-server/lang/web #f)))
+
+;; plain-servlet : (request -> any) -> loaded-servlet
+(define (plain-servlet start) (loaded-servlet 'plain start #f))
 
 ;; web-server-language? : path -> boolean ; written in #lang web-server or web-server/base
 (define (web-server-language? path)
@@ -138,37 +156,42 @@
 (define (stateful-servlet kind start rm dir)
   (define srv (make-servlet (current-custodian) (current-namespace) (routed-manager-manager rm)
                             (or dir (current-directory)) start))
+  (define lookup (manager-continuation-lookup (routed-manager-manager rm)))
   (define (handle req)
-    (define k (continuation-of (request-uri req)))
+    (define u (request-uri/raw req))
+    (define k (and (path-params? u) (continuation-of u)))
     (cond
       [(eq? k 'bad) 'bad-url]
-      [else
+      [k
        (in-servlet
-        srv req dir
+        srv req dir (car k)
         (λ ()
           (with-handlers ([exn:fail:servlet-manager:no-instance?
                            (λ (e) (expired (exn:fail:servlet-manager:no-instance-expiration-handler e) req))]
                           [exn:fail:servlet-manager:no-continuation?
                            (λ (e) (expired (exn:fail:servlet-manager:no-continuation-expiration-handler e) req))])
-            (define-values (id handler)
-              (if k
-                  (values (car k)
-                          (custodian-box-value
-                           ((manager-continuation-lookup (routed-manager-manager rm)) (car k) (cadr k) (caddr k))))
-                  (values (routed-manager-new-instance! rm) start)))
-            (parameterize ([current-servlet-instance-id id])
-              (handler req)))))]))
+            ((custodian-box-value (lookup (car k) (cadr k) (caddr k))) req))))]
+      ;; a new instance: nothing to look up, so no expiration to catch (a continuation it
+      ;; stores, resumed later, runs under the handlers of the request that resumes it)
+      [else (in-servlet srv req dir (routed-manager-new-instance! rm) (λ () (start req)))]))
   (loaded-servlet kind handle rm))
+
+;; path-params? : url -> boolean ; whether a path segment has parameters (few URLs do)
+(define (path-params? u)
+  (let loop ([ps (url-path u)])
+    (and (pair? ps) (or (pair? (path/param-param (car ps))) (loop (cdr ps))))))
 
 ;; expired : (or/c #f (request -> any)) request -> any
 (define (expired handler req) ((or handler expired-page) req))
 
-;; in-servlet : servlet request (or/c path #f) (-> any) -> (or/c response #f 'exit)
-;; What web-server's servlet dispatcher does around a servlet's handler.
-(define (in-servlet srv req dir thunk)
+;; in-servlet : servlet request (or/c path #f) number (-> any) -> (or/c response #f 'exit)
+;; What web-server's servlet dispatcher does around a servlet's handler (one
+;; parameterize for the three parameters: each costs a contract check and an extension).
+(define (in-servlet srv req dir instance-id thunk)
   (define result
     (parameterize ([current-servlet srv]
-                   [current-execution-context (make-execution-context req)])
+                   [current-execution-context (make-execution-context req)]
+                   [current-servlet-instance-id instance-id])
       (call-with-continuation-barrier
        (λ ()
          (call-with-continuation-prompt
@@ -261,9 +284,7 @@
       [(or (eq? (continuation-of (request-uri req)) 'bad) (bad-kont? req)) 'bad-url]
       [else
        (with-handlers ([exn:fail:bad-url? (λ (e) 'bad-url)])
-         (in-servlet ses req run-dir
-                     (λ () (parameterize ([current-servlet-instance-id instance-id])
-                             ((initialize-servlet start) req)))))]))
+         (in-servlet ses req run-dir instance-id (λ () ((initialize-servlet start) req))))]))
   (loaded-servlet 'stateless handle #f))
 
 ;; bad-kont? : request -> boolean

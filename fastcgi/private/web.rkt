@@ -11,6 +11,7 @@
          web-server/dispatchers/dispatch
          web-server/http/response-structs
          web-server/safety-limits
+         (only-in web-server/servlet/servlet-structs any->response)
          ;; The structs' own constructors and accessors, as web-server's request.rkt uses
          ;; them: the contracted ones cost 0.08 us per header, 0.2 us per request and 0.5 us
          ;; per response-output (which wraps the servlet's procedure again) for values this
@@ -69,9 +70,12 @@
                          (λ () (format "request ~a from ~a: malformed continuation URL: answered 400"
                                        (fastcgi-request-id r) (log-escape (fastcgi-request-peer r)))))
           (request-respond-status! r 400 "Bad Request")]
-         [else
+         [(eq? resp 'exit)
           (log-fastcgi-warning "request ~a: the servlet called exit: answered 500" (fastcgi-request-id r))
-          (request-respond-status! r 500 "Internal Server Error")])])))
+          (request-respond-status! r 500 "Internal Server Error")]
+         ;; an xexpr or another value web-server turns into a response
+         [(any->response resp) => (λ (converted) (write-response r converted))]
+         [else (raise-arguments-error 'servlet "the servlet's result is not a response" "result" resp)])])))
 
 ;; param->header-name : bytes -> (or/c bytes #f)
 ;; Cached: a front sends the same dozen header names on every request, and building one
