@@ -88,15 +88,17 @@
             (flush-output out)))))
      (dynamic-wind
       void
-      (λ () (copy-answer! in (fastcgi-request-stdout r) (current-error-port)) #t)
+      (λ () (copy-answer! r in (fastcgi-request-stdout r) (current-error-port)) #t)
       (λ ()
         (kill-thread sender)
         (close-input-port in)
         (close-output-port* out)))]))
 
-;; copy-answer! : input-port output-port output-port -> void
-;; The owner's records until END_REQUEST: STDOUT to out, STDERR to err.
-(define (copy-answer! in out err)
+;; copy-answer! : fastcgi-request input-port output-port output-port -> void
+;; The owner's records until END_REQUEST: STDOUT to out, STDERR to err. The status of the
+;; answer's Status line (its first line) is the request's, for the access log.
+(define (copy-answer! r in out err)
+  (define first? #t)
   (let loop ()
     (define head (read-bytes 8 in))
     (unless (and (bytes? head) (= (bytes-length head) 8))
@@ -109,7 +111,13 @@
     (define pad (bytes-ref head 6))
     (unless (zero? pad) (read-bytes pad in))
     (case (type->symbol type)
-      [(stdout) (write-bytes content out) (loop)]
+      [(stdout)
+       (when (and first? (positive? len))
+         (set! first? #f)
+         (define m (regexp-match #rx#"^Status: ([1-9][0-9][0-9])" content))
+         (when m (set-fastcgi-request-status! r (string->number (bytes->string/latin-1 (cadr m))))))
+       (write-bytes content out)
+       (loop)]
       [(stderr) (write-bytes content err) (loop)]
       [(end-request) (flush-output out)]
       [else (loop)])))

@@ -240,21 +240,59 @@
            [(eq? found 'bad) 'bad]
            [else
             (define p (car ps))
+            (define pairs (written-alist p))
             (cond
-              [(regexp-match? written-alist p)
-               (define pairs (regexp-match* written-pair p #:match-select cdr))
+              [pairs
                (define k (assoc "k" pairs))
-               (define ids (and k (regexp-match k-value (cadr k))))
+               (define ids (and k (regexp-match k-value (cdr k))))
                (check (cdr ps) (cond [(not k) found]
                                      [(not ids) 'bad]
                                      [else (or found (map string->number (cdr ids)))]))]
               [(regexp-match? special-char p) 'bad]
               [else (check (cdr ps) found)])]))])))
 
-;; a written pair: a short lower-case key and a written string (escapes allowed)
-(define pair-rx "\\(\"([a-z]{1,16})\" \\. \"((?:[^\"\\\\]|\\\\.)*)\"\\)")
-(define written-alist (pregexp (string-append "^\\(" pair-rx "(?: " pair-rx ")*\\)$")))
-(define written-pair (pregexp pair-rx))
+;; written-alist : string -> (or/c #f (listof (cons string string)))
+;; What web-server's write/string makes of a list of (key . value) pairs of strings,
+;; (("k" . "v") ("c" . "w")), read back: keys of 1 to 16 lower-case letters, values with
+;; their escapes left as written; #f for anything else. One pass, no backtracking.
+(define (written-alist p)
+  (define n (string-length p))
+  (define (char-at i) (and (< i n) (string-ref p i)))
+  ;; lit : natural string -> (or/c natural #f) ; the index after the literal at i
+  (define (lit i s)
+    (and (<= (+ i (string-length s)) n)
+         (for/and ([c (in-string s)] [j (in-naturals i)]) (char=? c (string-ref p j)))
+         (+ i (string-length s))))
+  ;; key : natural -> (values (or/c natural #f) string) ; "abc"
+  (define (key i)
+    (let loop ([j (add1 i)])
+      (define c (char-at j))
+      (cond
+        [(and c (char<=? #\a c #\z) (< (- j i) 17)) (loop (add1 j))]
+        [(and (eqv? c #\") (< 1 (- j i) 18)) (values (add1 j) (substring p (add1 i) j))]
+        [else (values #f #f)])))
+  ;; value : natural -> (values (or/c natural #f) string) ; "..." with \ escapes
+  (define (value i)
+    (let loop ([j (add1 i)])
+      (define c (char-at j))
+      (cond
+        [(not c) (values #f #f)]
+        [(eqv? c #\\) (if (< (add1 j) n) (loop (+ j 2)) (values #f #f))]
+        [(eqv? c #\") (values (add1 j) (substring p (add1 i) j))]
+        [else (loop (add1 j))])))
+  (let loop ([i (lit 0 "(")] [acc '()])
+    (cond
+      [(not i) #f]
+      [(and (pair? acc) (= i (sub1 n)) (eqv? (char-at i) #\))) (reverse acc)]
+      [else
+       (define start (if (null? acc) i (lit i " ")))
+       (define i1 (and start (lit start "(\"")))
+       (define-values (i2 k) (if i1 (key (sub1 i1)) (values #f #f)))
+       (define i3 (and i2 (lit i2 " . ")))
+       (define-values (i4 v) (if (and i3 (eqv? (char-at i3) #\")) (value i3) (values #f #f)))
+       (define i5 (and i4 (lit i4 ")")))
+       (and i5 (loop i5 (cons (cons k v) acc)))])))
+
 (define k-value #px"^\\(([0-9]{1,40}) ([0-9]{1,40}) ([0-9]{1,80})\\)$")
 ;; what makes `read` read more than one token: lists, strings, quotes, # forms
 (define special-char #px"[][(){}\"'`,#|\\\\]")
