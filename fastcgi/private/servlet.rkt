@@ -81,7 +81,10 @@
         (stateless-servlet path dir start (create-none-manager #f) (default-stuffer) secret lasting? warn #f)]
        [(not (continuations-loaded?)) (plain-servlet start)]
        [else
-        (stateful-servlet 'start start (routed (make-default-manager #:memory memory #:timeout timeout)) #f)])]
+        (stateful-servlet 'start start
+                          (make-routed-manager (make-default-manager #:memory memory #:timeout timeout)
+                                               worker-id #:memory memory)
+                          #f)])]
     [(v1)
      (define t (get 'timeout))
      (unless (and (real? t) (positive? t))
@@ -111,8 +114,10 @@
   (if (and (not manager) (not (continuations-loaded?)))
       (plain-servlet start)
       (stateful-servlet 'start start
-                        (make-routed-manager (or manager (make-default-manager #:memory memory #:timeout timeout))
-                                             worker-id)
+                        (if manager
+                            (make-routed-manager manager worker-id)
+                            (make-routed-manager (make-default-manager #:memory memory #:timeout timeout)
+                                                 worker-id #:memory memory))
                         #f)))
 
 ;; continuations-loaded? : -> boolean
@@ -157,6 +162,11 @@
   (define srv (make-servlet (current-custodian) (current-namespace) (routed-manager-manager rm)
                             (or dir (current-directory)) start))
   (define lookup (manager-continuation-lookup (routed-manager-manager rm)))
+  ;; Web cells live in a thread cell. web-server runs each connection in a fresh thread;
+  ;; here a thread serves many requests, so a new session starts from the cells of a
+  ;; thread that ran nothing (a resumed continuation restores its own).
+  (define restore-cells! (dynamic-require 'web-server/servlet/web-cells 'restore-web-cell-set!))
+  (define initial-cells ((dynamic-require 'web-server/servlet/web-cells 'capture-web-cell-set)))
   (define (handle req)
     (define u (request-uri/raw req))
     (define k (and (path-params? u) (continuation-of u)))
@@ -173,7 +183,8 @@
             ((custodian-box-value (lookup (car k) (cadr k) (caddr k))) req))))]
       ;; a new instance: nothing to look up, so no expiration to catch (a continuation it
       ;; stores, resumed later, runs under the handlers of the request that resumes it)
-      [else (in-servlet srv req dir (routed-manager-new-instance! rm) (λ () (start req)))]))
+      [else (in-servlet srv req dir (routed-manager-new-instance! rm)
+                        (λ () (restore-cells! initial-cells) (start req)))]))
   (loaded-servlet kind handle rm))
 
 ;; path-params? : url -> boolean ; whether a path segment has parameters (few URLs do)

@@ -42,18 +42,31 @@
 (define (owner-of instance-id)
   (and (exact-nonnegative-integer? instance-id) (bitwise-and instance-id worker-mask)))
 
-;; inner: the wrapped manager. locals: outer instance id -> inner instance id, for the
-;; instances that stored a continuation (lock guards it). next: a box, the last local id
-;; handed out. expired: the inner manager's instance expiration handler. manager: the
+;; inner: the wrapped manager. locals: outer instance id -> local, for the instances that
+;; stored a continuation (lock guards it). next: a box, the last local id handed out.
+;; expired: the inner manager's instance expiration handler. memory: #f, or the bytes of
+;; memory past which sessions are ended at once (the least recently used half, at most
+;; once a second). clock: uses so far, for "least recently used". manager: the
 ;; web-server manager to hand to the servlet (current-servlet-manager).
-(struct routed-manager (inner worker-id key lock locals next expired [manager #:mutable]))
+(struct routed-manager (inner worker-id key lock locals next expired memory
+                              [clock #:mutable] [last-evict-ms #:mutable] [manager #:mutable]))
 
-;; make-routed-manager : manager natural -> routed-manager
-(define (make-routed-manager inner worker-id)
+;; An instance that stored a continuation: its id in the inner manager, its last use.
+(struct local (inner [used #:mutable]))
+
+;; make-routed-manager : manager natural [#:memory (or/c natural #f)] -> routed-manager
+;; memory: a hard bound on top of the inner manager's own expiry. web-server's LRU manager
+;; ages continuations while memory is over its threshold, 24 steps of 5 s: a flood of
+;; new sessions holds two minutes' worth of them, gigabytes at a few hundred a second.
+;; With memory, a store that finds the process over it first ends the least recently used
+;; half of the sessions (their continuations are dropped at once; their URLs get the
+;; expiration page), at most once a second.
+(define (make-routed-manager inner worker-id #:memory [memory #f])
   (unless (<= 0 worker-id worker-mask)
     (raise-argument-error 'make-routed-manager "worker id below 2^32" worker-id))
   (define rm (routed-manager inner worker-id (crypto-random-bytes 32) (make-semaphore 1)
-                             (make-hasheqv) (box 0) (instance-expiration-handler inner) #f))
+                             (make-hasheqv) (box 0) (instance-expiration-handler inner) memory
+                             0 -inf.0 #f))
   (set-routed-manager-manager!
    rm
    (make-manager (λ (expire) (routed-manager-new-instance! rm))
@@ -90,15 +103,20 @@
   (call-with-semaphore
    (routed-manager-lock rm)
    (λ ()
-     (or (hash-ref (routed-manager-locals rm) id #f)
-         (and make?
-              (let ([inner ((manager-create-instance (routed-manager-inner rm)) void)])
-                (hash-set! (routed-manager-locals rm) id inner)
-                inner))
-         (no-instance)))))
+     (define clock (add1 (routed-manager-clock rm)))
+     (set-routed-manager-clock! rm clock)
+     (define l (hash-ref (routed-manager-locals rm) id #f))
+     (cond
+       [l (set-local-used! l clock) (local-inner l)]
+       [make?
+        (define inner ((manager-create-instance (routed-manager-inner rm)) void))
+        (hash-set! (routed-manager-locals rm) id (local inner clock))
+        inner]
+       [else (no-instance)]))))
 
 ;; store! : routed-manager number any (or/c #f procedure) -> (list number number)
 (define (store! rm id k expiration-handler)
+  (bound-memory! rm)
   (define inner (inner-id rm id #t))
   (define k-id+salt ((manager-continuation-store! (routed-manager-inner rm)) inner k expiration-handler))
   (define k-id (car k-id+salt))
@@ -125,6 +143,27 @@
   (define mac (hmac-sha256 (routed-manager-key rm) (string->bytes/utf-8 (format "~a ~a ~a" id k-id salt))))
   (for/fold ([n 0]) ([b (in-bytes mac 0 12)]) (+ (* n 256) b)))
 
+;; bound-memory! : routed-manager -> void
+;; Past the memory bound (and not in the last second): the least recently used half of
+;; the sessions end now, their continuations cleared in the inner manager.
+(define (bound-memory! rm)
+  (define memory (routed-manager-memory rm))
+  (when (and memory (> (current-memory-use) memory)
+             (> (current-inexact-monotonic-milliseconds) (+ (routed-manager-last-evict-ms rm) 1000)))
+    (define victims
+      (call-with-semaphore
+       (routed-manager-lock rm)
+       (λ ()
+         (set-routed-manager-last-evict-ms! rm (current-inexact-monotonic-milliseconds))
+         (define by-use (sort (hash->list (routed-manager-locals rm)) < #:key (λ (p) (local-used (cdr p)))))
+         (define n (quotient (add1 (length by-use)) 2))
+         (for/list ([p (in-list by-use)] [_ (in-range n)])
+           (hash-remove! (routed-manager-locals rm) (car p))
+           (local-inner (cdr p))))))
+    (define clear! (manager-clear-continuations! (routed-manager-inner rm)))
+    (for ([inner (in-list victims)])
+      (with-handlers ([exn:fail? void]) (clear! inner)))))
+
 ;; forget! : routed-manager number -> void
 (define (forget! rm id)
   (call-with-semaphore (routed-manager-lock rm) (λ () (hash-remove! (routed-manager-locals rm) id))))
@@ -141,7 +180,7 @@
     (define live?
       (with-handlers ([exn:fail:servlet-manager:no-instance? (λ (e) #f)]
                       [exn:fail? (λ (e) #t)])
-        (peek (cdr p) 0 0)
+        (peek (local-inner (cdr p)) 0 0)
         #t))
     (cond [live? 1] [else (forget! rm (car p)) 0])))
 

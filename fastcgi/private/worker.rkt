@@ -85,7 +85,9 @@
   (define a (serve-app cfg l
                        #:report void
                        #:board (λ (srv) (single-board srv cfg start-ms))
-                       #:on-load-failure (λ (msg) (raise-user-error 'raco-fastcgi "~a" msg))))
+                       ;; the socket was bound first (its errors come before a long
+                       ;; load): a start that cannot work leaves no socket behind
+                       #:on-load-failure (λ (msg) (listener-close! l) (raise-user-error 'raco-fastcgi "~a" msg))))
   (log-fastcgi-info "serving ~a on ~a (pid ~a, single process)" (cfg-ref 'app)
                     (running-server-address (app-running a)) (getpid))
   (serve-until-stopped a (cfg-ref 'graceful-timeout 30) never-evt))
@@ -106,7 +108,7 @@
   (define-values (app-handler roles servlet)
     (with-handlers ([(λ (e) #t)
                      (λ (e) (fail (format "cannot load ~a: ~a" (log-escape (cfg-ref 'app))
-                                          (log-escape (if (exn? e) (exn-message e) e)))))])
+                                          (log-escape (if (exn? e) (without-prefix (exn-message e)) e)))))])
       (load-app (cfg-ref 'app) lim (cfg->servlet-settings cfg)
                 #:warn (λ (m) (log-fastcgi-warning "~a" (log-escape m))))))
   (define access (and (cfg-ref 'access-log) (open-log-file (cfg-ref 'access-log))))
@@ -271,6 +273,10 @@
 (define (copy-port* in out)
   (define bs (read-bytes 4096 in))
   (unless (eof-object? bs) (write-bytes bs out) (copy-port* in out)))
+
+;; without-prefix : string -> string ; load-app's own errors without their "raco-fastcgi: "
+(define (without-prefix msg)
+  (if (regexp-match? #rx"^raco-fastcgi: " msg) (substring msg 14) msg))
 
 ;; cfg->servlet-settings : hash -> servlet-settings
 ;; The secret is read here from the file the command line named: it never travels in the
