@@ -175,8 +175,8 @@
        "(default 14400: 4 hours, as serve/servlet)")
       (set 'continuation-timeout (seconds-arg "--continuation-timeout" secs))]
      [("--servlet-memory") size
-      ("Past SIZE of memory in a worker, the default manager expires continuations,"
-       "least used first, all within 2 minutes (default 128m, as serve/servlet)")
+      ("Memory a worker's sessions may add to what it held once the app loaded: past it,"
+       "the default manager ends the least recently used sessions (default 128m)")
       (set 'servlet-memory (size-arg "--servlet-memory" size))]
      [("--session-drain") secs
       ("Seconds a worker replaced by a reload or recycling keeps serving its live"

@@ -82,8 +82,7 @@
        [(not (continuations-loaded?)) (plain-servlet start)]
        [else
         (stateful-servlet 'start start
-                          (make-routed-manager (make-default-manager #:memory memory #:timeout timeout)
-                                               worker-id #:memory memory)
+                          (default-routed-manager worker-id memory timeout)
                           #f)])]
     [(v1)
      (define t (get 'timeout))
@@ -116,9 +115,15 @@
       (stateful-servlet 'start start
                         (if manager
                             (make-routed-manager manager worker-id)
-                            (make-routed-manager (make-default-manager #:memory memory #:timeout timeout)
-                                                 worker-id #:memory memory))
+                            (default-routed-manager worker-id memory timeout))
                         #f)))
+
+;; default-routed-manager : natural natural real -> routed-manager
+;; serve/servlet's manager, whose sessions may add `memory` bytes to what the process
+;; uses now (the app loaded), with the hard bound at the same place.
+(define (default-routed-manager worker-id memory timeout)
+  (define limit (memory-limit memory))
+  (make-routed-manager (make-default-manager #:limit limit #:timeout timeout) worker-id #:memory limit))
 
 ;; continuations-loaded? : -> boolean
 ;; Whether web-server's continuation API is loaded in this process: web-server/servlet

@@ -29,6 +29,7 @@
          routed-manager-live-sessions
          routed-manager-sweep!
          make-default-manager
+         memory-limit
          owner-of
          expired-page
          worker-bits)
@@ -55,7 +56,8 @@
 (struct local (inner [used #:mutable]))
 
 ;; make-routed-manager : manager natural [#:memory (or/c natural #f)] -> routed-manager
-;; memory: a hard bound on top of the inner manager's own expiry. web-server's LRU manager
+;; memory: a hard bound (bytes of the process's memory use, as memory-limit gives it) on
+;; top of the inner manager's own expiry. web-server's LRU manager
 ;; ages continuations while memory is over its threshold, 24 steps of 5 s: a flood of
 ;; new sessions holds two minutes' worth of them, gigabytes at a few hundred a second.
 ;; With memory, a store that finds the process over it first ends the least recently used
@@ -207,13 +209,23 @@
 (define (response/xexpr* x)
   ((dynamic-require 'web-server/http/xexpr 'response/xexpr) x))
 
-;; make-default-manager : #:memory natural #:timeout real -> manager
+;; memory-limit : natural -> natural
+;; The process's memory use now (after a major collection), plus budget: the bound for
+;; make-default-manager and make-routed-manager. web-server compares its threshold with
+;; the whole process's use, which with web-server/servlet loaded on Racket CS is already
+;; about 180 MiB, over serve/servlet's 128 MiB: every continuation would be under pressure
+;; from the start (2 minutes to live). Here the budget is what sessions may add.
+(define (memory-limit budget)
+  (collect-garbage)
+  (+ (current-memory-use) budget))
+
+;; make-default-manager : #:limit natural #:timeout real -> manager
 ;; serve/servlet's manager: web-server's threshold LRU manager with serve/servlet's
 ;; expiration page. A continuation has 24 life points, loses one every timeout/24 seconds
 ;; and gains one each time it is used, so it lives about `timeout` seconds after its last
-;; use; while the process uses more than `memory` bytes, every continuation also loses a
-;; point every 5 s (all of them are gone within 2 minutes of pressure, the least used
-;; first). serve/servlet's own: 4 hours and 128 MiB.
-(define (make-default-manager #:memory memory #:timeout timeout)
-  (create-LRU-manager expired-page 5 (/ timeout 24) (λ () (>= (current-memory-use) memory))
+;; use; while the process uses more than `limit` bytes (memory-limit), every continuation
+;; also loses a point every 5 s (all of them are gone within 2 minutes of pressure, the
+;; least used first). serve/servlet's own: 4 hours, and 128 MiB for the whole process.
+(define (make-default-manager #:limit limit #:timeout timeout)
+  (create-LRU-manager expired-page 5 (/ timeout 24) (λ () (>= (current-memory-use) limit))
                       #:initial-count 24 #:inform-p void))

@@ -295,10 +295,16 @@ it is refused at load with one line naming the change to make (the one
 @bold{The default manager.} @racket[serve/servlet]'s: a threshold LRU manager whose
 continuations each have 24 life points, lose one every @DFlag{continuation-timeout}/24
 seconds (default 14400 s, 4 hours, so 10 minutes a point) and gain one each time they are
-used; while the worker uses more than @DFlag{servlet-memory} bytes (default 128 MiB), every
-continuation also loses a point every 5 seconds, so all are gone within 2 minutes of
-memory pressure, the least used first. A flood of new sessions therefore cannot hold more
-than the threshold plus 2 minutes' worth of sessions. An expired or unknown continuation
+used. Its memory threshold counts from what the worker held once the application had
+loaded (after a major collection): sessions may add @DFlag{servlet-memory} bytes (default
+128 MiB). (@racketmodname[web-server] compares its 128 MiB with the whole process, which
+with @racketmodname[web-server/servlet] loaded on Racket CS 8.7 already holds about 180 MiB:
+under @racket[serve/servlet] every continuation is under memory pressure from the start.)
+Past the threshold, every continuation loses a point every 5 seconds, and, since that alone
+would let a flood of new sessions pile up for 2 minutes, the server also ends the least
+recently used half of the sessions at once, at most once a second, when a new continuation
+is stored: their URLs get the expiration page. A manager the application brings
+(@racket['v2], @racket['stateless], @racket[#:manager]) keeps its own rules. An expired or unknown continuation
 gets the manager's expiration page (the default one is @racket[serve/servlet]'s: ``Sorry,
 this page has expired. Please go back.''; a manager without one gets that one too),
 never a 500. Instances are made in the manager only when a request first stores a
@@ -511,8 +517,8 @@ The options, grouped and described as @DFlag{help} prints them, then notes:
        ``Seconds a continuation lives after its last use, in the default manager
        (default 14400: 4 hours, as serve/servlet)''}
  @item{@DFlag{servlet-memory} @nonterm{size} ---
-       ``Past SIZE of memory in a worker, the default manager expires continuations,
-       least used first, all within 2 minutes (default 128m, as serve/servlet)''}
+       ``Memory a worker's sessions may add to what it held once the app loaded: past it,
+       the default manager ends the least recently used sessions (default 128m)''}
  @item{@DFlag{session-drain} @nonterm{secs} ---
        ``Seconds a worker replaced by a reload or recycling keeps serving its live
        sessions, while new ones go to the new workers (default 600; 0: none)''}
@@ -568,9 +574,10 @@ stops the command with one error line before any worker starts.
 @commandline{raco fastcgi dev [@italic{option} ...] @italic{app-file}}
 
 Runs @italic{app-file} behind a local HTTP front, for trying an application without a web
-server. The application is served over FastCGI, with the default limits, on a unix
-socket in a new temporary directory. @racketmodname[web-server]'s
-@racket[serve/servlet] answers HTTP and forwards every request over a FastCGI connection
+server. The application runs in a child process, served as @exec{raco fastcgi serve
+--single-process} serves it, with the default limits, on a unix socket in a new temporary
+directory. @racketmodname[web-server]'s HTTP server answers on the @DFlag{port}, serves
+the @DFlag{static} folders, and forwards every other request over a FastCGI connection
 with the params a front such as nginx sends (as @racket[fastcgi-request] builds them,
 with @wire{REMOTE_ADDR}, @wire{SERVER_ADDR} and @wire{SERVER_PORT} taken from the HTTP
 connection). A new FastCGI connection is made for each request. The answer's status
@@ -578,17 +585,56 @@ becomes the HTTP status; its other headers, except @tt{Status} and @tt{Content-L
 are passed on. Each request and each answer is held whole in memory, and
 the HTTP side has @racket[serve/servlet]'s default safety limits (for example, a request
 body of at most 1 MiB), so this command is for development only. Log lines at level
-@racket['info] go to the standard error port. Ctrl-C stops it and removes the temporary
-directory.
+@racket['info] go to the standard error port, with the application's own output. Ctrl-C
+stops it and removes the temporary directory.
+
+@bold{Reloading.} Unless @DFlag{no-reload} is given, a change to a source file of the
+application makes the next request run the new code: the application file, every module
+it requires that is not part of the Racket installation or of an installed package
+(a linked package counts as the application's), and the files its macros read at compile
+time (@racketidfont{include}, @racketidfont{include-template}). The files are checked every half second
+and before each request; on a change, the child process is stopped (it finishes its
+requests, for at most 3 seconds) and a new one loads the application, and the command
+prints a line such as @tt{reloaded blog.rkt after a change to model.rkt}. A spare process
+with the libraries already loaded waits for each reload, so that a reload costs mostly
+the compilation of the application's modules. These are compiled from source in each
+process: a compiled file left by @exec{raco make} may be stale against a dependency that
+changed. Continuations captured by the old process (@racketidfont{send/suspend} and its family)
+are gone: their URLs get the expiration page.
+
+When the application does not load (a syntax error, an exception while its modules are
+instantiated), every request gets a 500 page with the error text until a source file
+changes again; the error is also printed. When its process exits after it loaded (a call
+to @racket[exit] in a raw handler), a request gets a 502 page with the end of the process's
+output, and the next one starts a new process. With @DFlag{no-reload}, the code loaded at
+start serves until the command stops: a change is not loaded, an application that does not
+load at start stops the command with its error, and a process that exits is not replaced.
+
+@bold{Static files.} A @tt{GET} or @tt{HEAD} request whose path names a regular file under
+a @DFlag{static} folder is answered with that file, as @racket[serve/servlet]'s
+@racket[#:extra-files-paths] does (with a content type by extension from
+@racketmodname[web-server]'s @tt{mime.types}, and byte ranges); the folders are tried in
+the order given. Any other request, including a path that names a folder, goes to the
+application. A path with a @tt{..} segment, percent-encoded or not, and a path that leads
+through a symbolic link to a file outside its folder, get a 404 answer.
 
 @itemlist[
  @item{@DFlag{port} @nonterm{p} or @Flag{p} @nonterm{p} ---
        ``HTTP port of the local front (default 8080)''}
  @item{@DFlag{host} @nonterm{h} ---
        ``Address the local front listens on (default 127.0.0.1)''}
+ @item{@DFlag{no-reload} ---
+       ``Keep the code loaded at start (default: load it again when a source file of the
+       app changes)''}
+ @item{@DFlag{static} @nonterm{dir} ---
+       ``Serve the files under DIR before the app; may be repeated''}
 ]
 
-As with @exec{serve}, the app file may come before the options.
+As with @exec{serve}, the app file may come before the options. For the web-server
+tutorial's blog, whose first line is @tt{#lang web-server/insta}: replace that line with
+@tt{#lang racket}, @racket[(require web-server/servlet)] and
+@racket[(provide/contract (start (request? . -> . response?)))], then run
+@exec{raco fastcgi dev blog.rkt --static htdocs} with the tutorial's @tt{htdocs} folder.
 
 @subsection[#:tag "request"]{@exec{raco fastcgi request}}
 
