@@ -147,7 +147,8 @@
 
 ;; bound-memory! : routed-manager -> void
 ;; Past the memory bound (and not in the last second): the least recently used half of
-;; the sessions end now, their continuations cleared in the inner manager.
+;; the sessions end now, their continuations cleared in the inner manager, and a major
+;; collection returns their memory.
 (define (bound-memory! rm)
   (define memory (routed-manager-memory rm))
   (when (and memory (> (current-memory-use) memory)
@@ -164,7 +165,11 @@
            (local-inner (cdr p))))))
     (define clear! (manager-clear-continuations! (routed-manager-inner rm)))
     (for ([inner (in-list victims)])
-      (with-handlers ([exn:fail? void]) (clear! inner)))))
+      (with-handlers ([exn:fail? void]) (clear! inner)))
+    ;; give their memory back now: the next check then sees what the sessions left hold,
+    ;; not garbage (a pause of one major collection, at most once a second, only while
+    ;; the worker is past its bound)
+    (collect-garbage)))
 
 ;; forget! : routed-manager number -> void
 (define (forget! rm id)
