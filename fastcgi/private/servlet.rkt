@@ -337,7 +337,8 @@
     (cond
       [(or (eq? (continuation-of (request-uri req)) 'bad) (bad-kont? req)) 'bad-url]
       [else
-       (with-handlers ([exn:fail:bad-url? (λ (e) 'bad-url)])
+       (with-handlers ([exn:fail:bad-url? (λ (e) 'bad-url)]
+                       [exn:fail:stale-url? (λ (e) (expired-page req))])
          (in-servlet ses req run-dir instance-id (λ () ((initialize-servlet start) req))))]))
   (loaded-servlet 'stateless handle #f))
 
@@ -348,7 +349,12 @@
   (and b (not (and (binding:form? b)
                    (regexp-match? #px#"^#\"(?:[^\"\\\\]|\\\\.)*\"$" (binding:form-value b))))))
 
+;; bad-url: the signature does not hold (400). stale-url: it holds, but the servlet's
+;; stuffer cannot give the continuation back: one kept in a file of another host or one
+;; since removed (web-server's default-stuffer keeps a URL past 2048 bytes in ~/.urls),
+;; or one of an older version of the app: the page has expired.
 (struct exn:fail:bad-url exn:fail ())
+(struct exn:fail:stale-url exn:fail ())
 
 ;; signed-stuffer : stuffer bytes -> stuffer
 ;; The servlet's stuffer, its output followed by "." and 128 bits of HMAC-SHA256 in hex;
@@ -361,7 +367,8 @@
    (λ (signed)
      (define m (and (bytes? signed) (regexp-match #px#"^(.*)[.]([0-9a-f]{32})$" signed)))
      (unless (and m (bytes=?/constant-time (caddr m) (mac (cadr m)))) (bad))
-     ((stuffer-out inner) (cadr m)))))
+     (with-handlers ([exn:fail? (λ (e) (raise (exn:fail:stale-url (exn-message e) (current-continuation-marks))))])
+       ((stuffer-out inner) (cadr m))))))
 
 ;; hex : bytes -> string
 (define (hex bs)

@@ -67,7 +67,7 @@
          [(not resp) (request-respond-status! r 404 "Not Found")]
          [(eq? resp 'bad-url)
           (warn-limited! (conn-server (fastcgi-request-conn r)) 'bad-continuation
-                         (λ () (format "request ~a from ~a: malformed continuation URL: answered 400"
+                         (λ () (format "request ~a from ~a: malformed continuation URL, or a stateless URL whose signature does not hold (made elsewhere, or under another --secret-file): answered 400"
                                        (fastcgi-request-id r) (log-escape (fastcgi-request-peer r)))))
           (request-respond-status! r 400 "Bad Request")]
          [(eq? resp 'exit)
