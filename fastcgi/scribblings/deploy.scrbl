@@ -146,8 +146,10 @@ without a token (401 and the Authorizer's @tt{WWW-Authenticate}), with a wrong t
 
 @section[#:tag "deploy-cluster"]{Several machines}
 
-File: @filepath{deploy/cluster/haproxy.cfg}; test:
-@filepath{tests/integration/cluster-test.rkt} (needs root).
+Files: @filepath{deploy/cluster/haproxy.cfg} (round robin) and
+@filepath{deploy/cluster/haproxy-sticky.cfg} (sessions pinned by a cookie), with a
+@filepath{README.md}; tests: @filepath{tests/integration/cluster-test.rkt} and
+@filepath{tests/integration/cluster-servlet-test.rkt} (both need root).
 
 @conf|{
 defaults
@@ -168,11 +170,11 @@ backend racket
 }|
 
 Each machine runs @exec{raco fastcgi serve app.rkt --listen ADDRESS:9000 --ping-path /ping
---allowed-clients LB-ADDRESS}; the machines share nothing, so sessions and data belong in
-a database. HAProxy's health check is a FastCGI request for @tt{/ping}; a request whose
-host fails is retried on another one. @tt{empty-response} and @tt{response-timeout}
-replay a request the app may have started, which suits GET and HEAD; with
-non-idempotent POSTs keep @tt{retry-on conn-failure} only.
+--allowed-clients LB-ADDRESS}; the machines share nothing, so data belongs in a database.
+HAProxy's health check is a FastCGI request for @tt{/ping}; a request whose host fails is
+retried on another one. @tt{empty-response} and @tt{response-timeout} replay a request
+the app may have started, which suits GET and HEAD; with non-idempotent POSTs keep
+@tt{retry-on conn-failure} only.
 
 Start the apps before HAProxy, or expect 503s at first: the checks HAProxy makes before an
 app listens fail, two failures take that host out, and with every host out HAProxy
@@ -180,9 +182,75 @@ answers 503 itself (@tt{NOSRV} in its log) until two checks in a row pass
 (@tt{inter 500ms rise 2}). The test starts HAProxy once the apps answer, and its load once
 answers through HAProxy have come from all three hosts.
 
-The test makes three hosts and a load balancer as network namespaces, with addresses in
-a /24 that exists only inside them. Under a load of four clients, it stops one host's
-app with SIGTERM and takes the host's link down: every answer is still a 200. It then
-brings the link up and restarts the app, and the host receives requests again.
+@subsection[#:tag "deploy-cluster-sessions"]{Servlet sessions across machines}
+
+A servlet's sessions (@secref["continuations"]) take one of two ways.
+
+@bold{Stateful servlets: sticky sessions.} A continuation captured by
+@racketidfont{send/suspend} and its family lives in one worker of one machine; the workers
+of a machine pass each other's URLs on, but machines do not. @filepath{haproxy-sticky.cfg}
+is @filepath{haproxy.cfg} with a cookie that pins each client to the machine that answered
+its first request:
+
+@conf|{
+backend racket
+    balance roundrobin
+    cookie SRV insert indirect nocache httponly
+    server app1 10.0.0.11:9000 cookie app1
+    server app2 10.0.0.12:9000 cookie app2
+    server app3 10.0.0.13:9000 cookie app3
+}|
+
+HAProxy sets and strips the cookie itself; the app never sees it. When the pinned machine
+is down, the request goes to another one (the health checks take the machine out within
+about a second, and @tt{option redispatch 1} sends a retry elsewhere before that), which
+does not know the continuation and answers the servlet's expiration page (status 200),
+never a 5xx; HAProxy then pins the client to that machine.
+
+@bold{Stateless servlets: any machine, one secret.} A stateless servlet's continuation
+travels in its URL, signed under the secret of @DFlag{secret-file}. Give every machine the
+same file and any machine resumes any URL; the round-robin @filepath{haproxy.cfg} serves
+them with no stickiness:
+
+@conf|{
+head -c 32 /dev/urandom | base64 > /etc/racket-app/secret   # once; copy to every machine
+chown app:app /etc/racket-app/secret && chmod 0600 /etc/racket-app/secret
+raco fastcgi serve app.rkt --listen 10.0.0.11:9000 --ping-path /ping \
+     --allowed-clients 10.0.0.1 --secret-file /etc/racket-app/secret
+}|
+
+The secret is in no URL and no log line. A machine with another secret (or none: then each
+manager makes its own) answers the others' URLs 400 without deserializing them. Every
+machine also needs the app at the same absolute path (a serialized continuation names its
+module by path) and in the same version. @racketmodname[web-server]'s default stuffer keeps
+a continuation whose URL would pass 2048 bytes even when gzipped in a file under the home
+folder of the machine that made it, which the others do not have: keep such state small,
+or give the servlet a stuffer without that stage, such as
+@racket[(stuffer-chain serialize-stuffer gzip-stuffer base64-stuffer)].
+
+A machine that vanishes without closing its connections (power, cable) is slower to leave
+than one whose apps stop: a request HAProxy has just sent it on an idle connection waits
+for @tt{timeout server} (30 s in both files) before @tt{retry-on response-timeout} sends it
+elsewhere.
+
+@subsection[#:tag "deploy-cluster-tests"]{The tests}
+
+@filepath{cluster-test.rkt} makes three hosts and a load balancer as network namespaces,
+with addresses in a /24 that exists only inside them. Under a load of four clients, it
+stops one host's app with SIGTERM and takes the host's link down: every answer is still a
+200. It then brings the link up and restarts the app, and the host receives requests
+again.
+
+@filepath{cluster-servlet-test.rkt} makes four hosts the same way (in another /24). Each
+of three serves a stateful counter servlet behind @filepath{haproxy-sticky.cfg} and the same
+counter as a stateless servlet, with one @DFlag{secret-file}, behind @filepath{haproxy.cfg}
+(@DFlag{workers} 2 each); the fourth serves the stateless one with another secret. Every
+step of six interleaved stateful sessions is answered 200 by the host that pinned it, with
+the session's state; the steps of each stateless session are answered by several hosts,
+the state carried in the URL; the odd host answers the others' URLs 400, and they answer
+its URLs 400. Then the apps of the host pinned by a session stop and its link goes down:
+that session's next step is the expiration page (200) from another host, other sessions
+go on, new ones start on the remaining hosts, and stateless sessions go on there. No URL,
+page or log holds the secret, and no answer of the run is a 5xx.
 
 @include-section["deploy-apache.scrbl"]
