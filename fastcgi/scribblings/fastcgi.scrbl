@@ -585,22 +585,26 @@ becomes the HTTP status; its other headers, except @tt{Status} and @tt{Content-L
 are passed on. Each request and each answer is held whole in memory, and
 the HTTP side has @racket[serve/servlet]'s default safety limits (for example, a request
 body of at most 1 MiB), so this command is for development only. Log lines at level
-@racket['info] go to the standard error port, with the application's own output. Ctrl-C
-stops it and removes the temporary directory.
+@racket['info] go to the standard error port; the application's output goes to the
+command's output and error ports, including what a handler writes to its
+@racket[current-error-port] (the @wire{FCGI_STDERR} stream, which nginx writes to its
+error log). Ctrl-C stops it and removes the temporary directory.
 
 @bold{Reloading.} Unless @DFlag{no-reload} is given, a change to a source file of the
-application makes the next request run the new code: the application file, every module
-it requires that is not part of the Racket installation or of an installed package
-(a linked package counts as the application's), and the files its macros read at compile
-time (@racketidfont{include}, @racketidfont{include-template}). The files are checked every half second
-and before each request; on a change, the child process is stopped (it finishes its
-requests, for at most 3 seconds) and a new one loads the application, and the command
-prints a line such as @tt{reloaded blog.rkt after a change to model.rkt}. A spare process
-with the libraries already loaded waits for each reload, so that a reload costs mostly
-the compilation of the application's modules. These are compiled from source in each
-process: a compiled file left by @exec{raco make} may be stale against a dependency that
-changed. Continuations captured by the old process (@racketidfont{send/suspend} and its family)
-are gone: their URLs get the expiration page.
+application makes the next request run the new code. Its source files are the
+application file, every module it requires that is not part of the Racket installation,
+of a package installed in the installation or user scope, or of this server (a linked
+package counts as the application's), and the files its macros read at compile time
+(@racketidfont{include}, @racketidfont{include-template}). They are checked every half
+second and before each request; on a change, the child process is stopped (it finishes
+its requests, for at most 3 seconds), a new one loads the application, and the command
+prints a line such as @tt{reloaded blog.rkt after a change to model.rkt}. The new process
+is a spare, started once the previous one had loaded the application, which has already
+loaded (and instantiated) the libraries that the application required then, so that a
+reload costs mostly the compilation of the application's own modules. These are compiled
+from source in each process: a compiled file left by @exec{raco make} may be stale against
+a dependency that changed. Continuations captured by the old process
+(@racketidfont{send/suspend} and its family) are gone: their URLs get the expiration page.
 
 When the application does not load (a syntax error, an exception while its modules are
 instantiated), every request gets a 500 page with the error text until a source file
