@@ -59,9 +59,11 @@
                  [else (loop (add1 i))])))))
 
 ;; relay-request! : fastcgi-request path-string -> boolean
-;; #f when the owner's socket cannot be connected to (nothing was sent, nothing answered);
-;; else the answer was relayed (or the exchange failed midway: the request is ended with
-;; what arrived, and the error logged by the caller's handler).
+;; #f when the owner did not answer: its socket cannot be connected to, or the connection
+;; ended before any of the answer came (a worker killed a moment ago still accepts on its
+;; socket for about 100 ms, then resets); the caller then serves the request itself. Else
+;; the answer was relayed (or the exchange failed midway: the request is ended with what
+;; arrived, and the error logged by the caller's handler).
 (define (relay-request! r socket)
   (define-values (in out)
     (with-handlers ([exn:fail? (λ (e) (values #f #f))])
@@ -86,18 +88,23 @@
                 (loop)))
             (write-record 'stdin id #"" out)
             (flush-output out)))))
+     (define answered? (box #f))
      (dynamic-wind
       void
-      (λ () (copy-answer! r in (fastcgi-request-stdout r) (current-error-port)) #t)
+      (λ ()
+        (with-handlers ([(λ (e) (and (exn:fail? e) (not (unbox answered?)))) (λ (e) #f)])
+          (copy-answer! r in (fastcgi-request-stdout r) (current-error-port) answered?)
+          #t))
       (λ ()
         (kill-thread sender)
         (close-input-port in)
         (close-output-port* out)))]))
 
-;; copy-answer! : fastcgi-request input-port output-port output-port -> void
-;; The owner's records until END_REQUEST: STDOUT to out, STDERR to err. The status of the
-;; answer's Status line (its first line) is the request's, for the access log.
-(define (copy-answer! r in out err)
+;; copy-answer! : fastcgi-request input-port output-port output-port box -> void
+;; The owner's records until END_REQUEST: STDOUT to out, STDERR to err; answered? is set
+;; once a record has come. The status of the answer's Status line (its first line) is the
+;; request's, for the access log.
+(define (copy-answer! r in out err answered?)
   (define first? #t)
   (let loop ()
     (define head (read-bytes 8 in))
@@ -108,6 +115,7 @@
     (define content (if (zero? len) #"" (read-bytes len in)))
     (unless (and (bytes? content) (= (bytes-length content) len))
       (error 'relay "the owner's record was cut short"))
+    (set-box! answered? #t)
     (define pad (bytes-ref head 6))
     (unless (zero? pad) (read-bytes pad in))
     (case (type->symbol type)

@@ -42,10 +42,15 @@
   (die-with-parent! (cfg-ref 'master-pid) SIGTERM)
   (start-stderr-logging! (cfg-ref 'log-level 'info) #:tag (format "[~a]" (getpid)))
   (define-values (ctl-in ctl-out) (unix-socket-connect (cfg-ref 'control)))
+  ;; one line at a time: the report loop and the session sweep both report
+  (define report-lock (make-semaphore 1))
   (define (report! fmt . args)
-    (with-handlers ([exn:fail? void])
-      (write-string (string-append (apply format fmt args) "\n") ctl-out)
-      (flush-output ctl-out)))
+    (call-with-semaphore
+     report-lock
+     (λ ()
+       (with-handlers ([exn:fail? void])
+         (write-string (string-append (apply format fmt args) "\n") ctl-out)
+         (flush-output ctl-out)))))
   (report! "hello ~a" (getpid))
   (define a (serve-app cfg (resolve-listener #f)
                        #:report report!
@@ -94,8 +99,9 @@
 
 ;; A running app: the server, its slow-request count and its log files; for a servlet
 ;; that keeps continuations in a pool of workers, the server on the worker's private socket
-;; (relay.rkt) and the live-session count (a box, as of the last sweep).
-(struct app (running slow access slow-log private sessions))
+;; (relay.rkt) and the routed manager with the live-session count (a box, as of the last
+;; sweep); the last stat line reported (a box).
+(struct app (running slow access slow-log private sessions last-stat))
 ;; app-server : app -> server
 (define (app-server a) (running-server-server (app-running a)))
 
@@ -140,9 +146,17 @@
                            #:observer (and access (make-access-observer access))))
   (set-box! srv-box (running-server-server rs))
   (define sessions (box 0))
+  (define a (app rs slow-count access slow-log private (and rm (cons rm sessions)) (box #f)))
+  ;; the count changes without requests (sessions expire, a retiring worker serves only
+  ;; its private socket): a change is reported at once, not at the next request
   (when rm
-    (thread (λ () (let loop () (sleep session-sweep-seconds) (set-box! sessions (routed-manager-sweep! rm)) (loop)))))
-  (define a (app rs slow-count access slow-log private (and rm (cons rm sessions))))
+    (thread (λ () (let loop ()
+                    (sleep session-sweep-seconds)
+                    (define n (routed-manager-sweep! rm))
+                    (unless (eqv? n (unbox sessions))
+                      (set-box! sessions n)
+                      (report-stat! a report!))
+                    (loop)))))
   (when slow-log
     (thread (λ () (watch-slow (app-server a) slow-log (cfg-ref 'slow-threshold 5) slow-count))))
   (when (limits-request-timeout lim)
@@ -227,8 +241,8 @@
             (case what
               [(reopen) (reopen!) (wait)]
               [(tick)
+               ;; (the sweep thread reports the count to the manager)
                (define left (live-sessions))
-               (set-box! (cdr (app-sessions a)) left)
                (cond
                  [(zero? left) (log-fastcgi-info "retiring: every session has ended") (stop! 'retire)]
                  [(> (current-inexact-monotonic-milliseconds) deadline)
@@ -316,16 +330,26 @@
     (if (< quiet 10)
         (sleep 0.1)
         (server-sleep-until-request! srv (λ () (zero? (unbox (server-running srv))))))
-    (define requests (hash-ref (server-stats srv) 'requests 0))
-    (define now (list requests (unbox (server-running srv))
-                      (hash-ref (server-stats srv) 'connections 0) (unbox (app-slow a))
-                      (hash-ref (server-stats srv) 'shed 0)
-                      (inexact->exact (round (queue-delay-ms srv)))
-                      (let ([s (app-sessions a)]) (if s (unbox (cdr s)) 0))))
-    (unless (equal? now last) (apply report! "stat ~a ~a ~a ~a ~a ~a ~a" now))
+    (define now (report-stat! a report!))
+    (define requests (car now))
     (define ask? (and max-requests (not asked?) (>= requests max-requests)))
     (when ask? (report! "recycle after ~a requests (--max-requests)" requests))
     (loop now (or asked? ask?) (if (and (equal? now last) (zero? (cadr now))) (add1 quiet) 0))))
+
+;; report-stat! : app (string any ... -> void) -> list
+;; The counters now; reported when they differ from the last ones reported.
+(define (report-stat! a report!)
+  (define srv (app-server a))
+  (define now (list (hash-ref (server-stats srv) 'requests 0) (unbox (server-running srv))
+                    (hash-ref (server-stats srv) 'connections 0) (unbox (app-slow a))
+                    (hash-ref (server-stats srv) 'shed 0)
+                    (inexact->exact (round (queue-delay-ms srv)))
+                    (let ([s (app-sessions a)]) (if s (unbox (cdr s)) 0))))
+  (define last (app-last-stat a))
+  (unless (equal? now (unbox last))
+    (set-box! last now)
+    (apply report! "stat ~a ~a ~a ~a ~a ~a ~a" now))
+  now)
 
 ;; make-access-observer : log-file -> (fastcgi-request flonum -> void)
 (define (make-access-observer lf)
