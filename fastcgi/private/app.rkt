@@ -15,7 +15,7 @@
 ;; The web-server adapter, and web-server with it, load only for a servlet: a process
 ;; that serves a raw app (and the manager, which loads no app) stays without them.
 (lazy-require ["web.rkt" (servlet->handler)]
-              ["servlet.rkt" (load-servlet loaded-servlet-run insta-module?)])
+              ["servlet.rkt" (load-servlet loaded-servlet-run)])
 
 ;; How servlets keep their continuations (sessions.rkt, servlet.rkt). worker-id: this
 ;; process's number in the pool, which continuation ids carry (0 alone). memory and
@@ -33,6 +33,14 @@
   (servlet-settings worker-id memory timeout secret lasting?))
 
 (define default-servlet-settings (make-servlet-settings))
+
+;; insta-module? : path -> boolean ; #lang web-server/insta, which starts an HTTP server
+;; when loaded (read here: servlet.rkt would load web-server into every process)
+(define (insta-module? path)
+  (with-handlers ([exn:fail? (λ (e) #f)])
+    (call-with-input-file path
+      (λ (in)
+        (regexp-match? #px#"^(?:\\s|;[^\n]*\n)*#lang[ ]+web-server/insta(?:\\s|$)" (read-bytes 4096 in))))))
 
 ;; load-app : path-string limits [servlet-settings] #:warn (string -> void)
 ;;            -> (values (fastcgi-request -> any) (listof symbol) (or/c loaded-servlet #f))

@@ -33,8 +33,7 @@
          start->servlet
          (struct-out loaded-servlet)
          servlet-run
-         continuation-of
-         insta-module?)
+         continuation-of)
 
 ;; The stateless machinery (serializable continuations, stuffers) loads only for a
 ;; stateless servlet.
@@ -149,13 +148,6 @@
          (or (equal? name lang-api)
              (equal? name (collection-file-path "lang.rkt" "web-server"))
              (equal? name (collection-file-path "base.rkt" "web-server"))))))
-
-;; insta-module? : path -> boolean ; #lang web-server/insta, which starts an HTTP server
-(define (insta-module? path)
-  (with-handlers ([exn:fail? (λ (e) #f)])
-    (call-with-input-file path
-      (λ (in)
-        (regexp-match? #px"^(?:\\s|;[^\n]*\n)*#lang[ ]+web-server/insta(?:\\s|$)" (read-bytes 4096 in))))))
 
 ;; ---------------------------------------------------------------------------------------
 ;; Servlets that keep their continuations in this process.
