@@ -17,9 +17,7 @@
          (only-in "servlet.rkt" continuation-of)
          (only-in "sessions.rkt" owner-of)
          (only-in "web.rkt" uri-bytes->url))
-(provide request-owner
-         peer-socket-path
-         relay-request!
+(provide peer-socket-path
          make-routing-handler)
 
 ;; make-routing-handler : (fastcgi-request -> any) natural path-string
@@ -84,7 +82,7 @@
               (flush-output out)
               (define n (read-bytes-avail! buf stdin))
               (unless (eof-object? n)
-                (write-record 'stdin id (subbytes buf 0 n) out)
+                (write-record 'stdin id buf out 0 n)
                 (loop)))
             (write-record 'stdin id #"" out)
             (flush-output out)))))

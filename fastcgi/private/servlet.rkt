@@ -17,7 +17,8 @@
 ;;     its own stuffer, so nothing from a URL is deserialised unless this server made it;
 ;;   - an expired or unknown continuation always gets an expiration page, never a 500;
 ;;   - `exit` in a servlet ends its request, not the worker.
-(require net/url
+(require file/sha1
+         net/url
          racket/lazy-require
          web-server/http/request-structs
          (only-in (submod web-server/http/request-structs private) [request-uri request-uri/raw])
@@ -32,7 +33,6 @@
 (provide load-servlet
          start->servlet
          (struct-out loaded-servlet)
-         servlet-run
          continuation-of)
 
 ;; The stateless machinery (serializable continuations, stuffers) loads only for a
@@ -43,14 +43,12 @@
               [web-server/stuffers/stuffer (make-stuffer stuffer-in stuffer-out)])
 
 ;; A loaded servlet. kind: 'start (a module that provides only start), 'plain (the same,
-;; in a process where no continuation can be captured), 'v1, 'v2 or 'stateless. run: request -> result (see servlet-run). sessions: the routed manager,
-;; #f for a stateless servlet.
+;; in a process where no continuation can be captured), 'v1, 'v2 or 'stateless.
+;; run : request -> (or/c response #f 'bad-url 'exit): #f when the servlet raised
+;; exn:dispatcher (no rule matched: 404), 'bad-url for a malformed continuation parameter
+;; (400), 'exit when it called exit. sessions: the routed manager, #f for a stateless or
+;; plain servlet.
 (struct loaded-servlet (kind run sessions))
-
-;; servlet-run : loaded-servlet request -> (or/c response #f 'bad-url 'exit)
-;; #f: the servlet raised exn:dispatcher (no rule matched: 404). 'bad-url: a malformed
-;; continuation parameter (400). 'exit: the servlet called exit.
-(define (servlet-run s req) ((loaded-servlet-run s) req))
 
 ;; load-servlet : path #:worker-id natural #:memory natural #:timeout real
 ;;                #:secret (or/c bytes #f) #:secret-lasting? boolean #:warn (string -> void)
@@ -352,7 +350,7 @@
 ;; The servlet's stuffer, its output followed by "." and 128 bits of HMAC-SHA256 in hex;
 ;; what comes back is checked before the servlet's stuffer sees it.
 (define (signed-stuffer inner key)
-  (define (mac bs) (string->bytes/latin-1 (hex (subbytes (hmac-sha256 key bs) 0 16))))
+  (define (mac bs) (string->bytes/latin-1 (bytes->hex-string (subbytes (hmac-sha256 key bs) 0 16))))
   (define (bad) (raise (exn:fail:bad-url "stateless URL: bad signature" (current-continuation-marks))))
   (make-stuffer
    (λ (v) (let ([bs ((stuffer-in inner) v)]) (bytes-append bs #"." (mac bs))))
@@ -362,11 +360,6 @@
      (with-handlers ([exn:fail? (λ (e) (raise (exn:fail:stale-url (exn-message e) (current-continuation-marks))))])
        ((stuffer-out inner) (cadr m))))))
 
-;; hex : bytes -> string
-(define (hex bs)
-  (apply string-append (for/list ([b (in-bytes bs)])
-                         (string (string-ref digits (quotient b 16)) (string-ref digits (remainder b 16))))))
-(define digits "0123456789abcdef")
 
 ;; default-stuffer : -> stuffer ; web-server's (a value: lazy-require takes procedures)
 (define (default-stuffer) (dynamic-require 'web-server/lang/stuff-url 'default-stuffer))
