@@ -5,7 +5,7 @@ RACO   ?= raco
 RACKET ?= racket
 PORT   ?= 8080
 SUDO   := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
-APT_PACKAGES := nginx libsqlite3-0 libfcgi-bin php8.2-fpm curl apache2 libapache2-mod-fcgid gcc make lighttpd haproxy iproute2 systemd wrk golang-go
+APT_PACKAGES := nginx libsqlite3-0 libfcgi-bin php8.2-fpm curl apache2 libapache2-mod-fcgid gcc make lighttpd haproxy iproute2 systemd wrk golang-go faketime
 
 .PHONY: run install racket-deps test-deps test docs clean fuzz
 

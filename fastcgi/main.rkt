@@ -90,6 +90,7 @@
          #:read-timeout (>/c 0)
          #:write-timeout (>/c 0)
          #:request-timeout timeout/c
+         #:request-memory (or/c #f exact-positive-integer?)
          #:max-queue-delay timeout/c
          #:drain-timeout (>/c 0))
         limits?)]

@@ -1,8 +1,11 @@
 #lang racket/base
 ;; fastcgi/private/log-file.rkt: the access log's line, against the plain way of making it
-;; (strings and a date per line, as it was made before it was made faster).
+;; (strings and a date per line, as it was made before it was made faster); lines from
+;; many threads; a log nobody reads and a log whose writes fail.
 (require racket/file
+         racket/list
          racket/math
+         racket/string
          rackunit
          "../fastcgi/private/log.rkt"
          "../fastcgi/private/log-file.rkt"
@@ -117,3 +120,66 @@
                       (and m (= (string-length (cadr m)) 40000)))
                     (regexp-match? #px"^2025-11-21T12:27:29[.]123Z t[0-9] \"GET /[0-9]+\" 200 [0-9]+ 0[.]50 [0-9]$" l))
                 l)))
+
+;; pipe-text : input-port -> string ; what the port holds, read until 0.3 s pass with nothing
+;; (not with read-bytes-avail!-evt: on a small pipe, it stops a long write after about
+;; 137 KB in Racket 8.7 CS)
+(define (pipe-text in)
+  (define got (open-output-bytes))
+  (let loop ()
+    (define buf (make-bytes 65536))
+    (define n (and (sync/timeout 0.3 in) (read-bytes-avail!* buf in)))
+    (when (exact-positive-integer? n)
+      (write-bytes buf got 0 n)
+      (loop)))
+  (bytes->string/utf-8 (get-output-bytes got) #\?))
+
+(define (notice-line level msg) (string->bytes/utf-8 (format "~a ~a" level msg)))
+
+(test-case "a log nobody reads: writers never wait, the buffer is bounded, drops are counted and told"
+  ;; the writer thread blocks on a pipe of 4 KiB; 20000 lines of 100 bytes go to a buffer
+  ;; of 64 KiB: the writing thread must finish all the same
+  (define-values (in out) (make-pipe 4096))
+  (define lf (open-log-port out #:name "a pipe" #:notice notice-line #:max-bytes 65536))
+  (define dropped-before (log-lines-dropped))
+  (define line (make-bytes 93 (char->integer #\z)))
+  (define writer (thread (λ () (for ([k (in-range 20000)])
+                                 (log-file-write! lf (bytes-append (string->bytes/utf-8 (format "~a " (+ 10000 k))) line))))))
+  (check-not-false (sync/timeout 10 writer) "the writing thread finished")
+  (define dropped (- (log-lines-dropped) dropped-before))
+  (check-true (< 0 dropped 20000))
+  ;; once the pipe is read: every line kept, in order, then the count of the others
+  (define done (make-semaphore 0))
+  (log-file-sync! lf done)
+  (define text (pipe-text in))
+  (check-not-false (sync/timeout 5 done))
+  (define lines (regexp-split #rx"\n" (string-trim text)))
+  (check-equal? (last lines) (format "warning fastcgi: log: ~a lines dropped while the log was not being read" dropped))
+  (define kept (for/list ([l (in-list (drop-right lines 1))]) (string->number (car (string-split l)))))
+  (check-equal? (+ (length kept) dropped) 20000)
+  (check-equal? kept (sort kept <))
+  (check-equal? (car kept) 10000 "the first lines are kept, the last dropped"))
+
+(test-case "a log whose writes fail: one error line a second at most"
+  ;; a port that fails every write, and records the error lines the log tries to write
+  (define tries '())
+  (define out (make-output-port 'failing always-evt
+                                (λ (bs start end non-block? breakable?)
+                                  (define s (bytes->string/utf-8 (subbytes bs start end) #\?))
+                                  (when (regexp-match? #rx"cannot write" s) (set! tries (cons s tries)))
+                                  (raise (exn:fail:filesystem "no space left" (current-continuation-marks))))
+                                void))
+  (define lf (open-log-port out #:name "a full disk" #:notice notice-line))
+  (define start (current-inexact-milliseconds))
+  (for ([k (in-range 150)])
+    (log-file-write! lf #"a line")
+    (sleep 0.01))
+  (define done (make-semaphore 0))
+  (log-file-sync! lf done)
+  (check-not-false (sync/timeout 5 done))
+  (define seconds (/ (- (current-inexact-milliseconds) start) 1000))
+  (check-true (pair? tries))
+  (check-true (<= (length tries) (add1 (ceiling seconds))) (format "~a error lines in ~a s" (length tries) seconds))
+  (check-regexp-match #rx"^error fastcgi: cannot write a full disk: no space left" (last tries))
+  (check-regexp-match #rx"more failed writes since the last such line" (car tries))
+  (check-true (log-file-close! lf)))

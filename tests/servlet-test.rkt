@@ -388,7 +388,7 @@
   (sleep 3.5)
   (check-page (get "GET" (link r2 "exit")) expired-rx)
   (check-eq? (subprocess-status (proc-subprocess (server-proc s))) 'running)
-  (check-regexp-match #rx"the servlet called exit: answered 500" (server-log s)))
+  (check-regexp-match #rx"GET /exit: handler called exit: request ended" (server-log s)))
 
 (test-case "default manager, #:continuation-timeout 2: a continuation expires about 2 s after its last use"
   ;; 24 life points, one lost every 2/24 s: gone 25 such steps (2.08 s) after its last use

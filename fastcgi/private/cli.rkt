@@ -4,6 +4,7 @@
          racket/future
          racket/list
          racket/runtime-path
+         "check.rkt"
          "ctl.rkt"
          "manager.rkt"
          "request-cli.rkt"
@@ -70,6 +71,12 @@
   (* (string->number (cadr m))
      (case (string-downcase (caddr m)) [("k") 1024] [("m") 1048576] [("g") 1073741824] [else 1])))
 
+;; positive-size-arg : string string -> positive integer ; as size-arg, 0 refused
+(define (positive-size-arg flag s)
+  (define n (size-arg flag s))
+  (unless (positive? n) (raise-user-error 'raco-fastcgi "~a: expected a size above 0, got ~s" flag s))
+  n)
+
 ;; seconds-arg : string string -> positive real
 (define (seconds-arg flag s)
   (define n (string->number s))
@@ -105,6 +112,7 @@
   (define (limit! kw v) (hash-set! limit-args kw v))
   (set 'allowed-clients (getenv "FCGI_WEB_SERVER_ADDRS"))
   (define single? #f)
+  (define check? #f)
   (define app
     (command-line
      #:program "raco fastcgi serve"
@@ -145,6 +153,10 @@
       (set 'max-requests (count-arg "--max-requests" n))]
      [("--max-memory") size "Replace a worker whose resident memory passes SIZE, e.g. 512m (default: never)"
       (set 'max-memory (size-arg "--max-memory" size))]
+     [("--max-memory-hard") size
+      ("Stop a worker whose resident memory passes SIZE at once, without waiting for its"
+       "requests: SIGTERM, then SIGKILL 1 s later (default: 2 x --max-memory)")
+      (set 'max-memory-hard (size-arg "--max-memory-hard" size))]
      [("--graceful-timeout") secs "Seconds to finish in-flight requests on stop and reload (default 30)"
       (set 'graceful-timeout (seconds-arg "--graceful-timeout" secs))]
      [("--start-timeout") secs "Seconds a new worker may take to load the app (default 60)"
@@ -153,6 +165,8 @@
       (set 'pid-file (path->string (path->complete-path file)))]
      [("--single-process") "No manager: serve in this one process (the pm options do not apply)"
       (set! single? #t)]
+     [("--check") "Load the app and check the options and paths, then exit (status 0: all is well); serve nothing"
+      (set! check? #t)]
      #:help-labels "" "Status and logs:"
      #:once-each
      [("--status-path") path "Answer the pool's status at this path, e.g. /status (?json ?openmetrics ?html)"
@@ -218,6 +232,10 @@
       (limit! 'write-timeout (seconds-arg "--write-timeout" secs))]
      [("--request-timeout") secs "Seconds a handler may run before it is stopped and the front gets 503 (default: no limit)"
       (limit! 'request-timeout (seconds-arg "--request-timeout" secs))]
+     [("--request-memory") size
+      ("Memory one request's handler may hold: past it, the handler is ended and the front"
+       "gets 500 (default: no limit)")
+      (limit! 'request-memory (positive-size-arg "--request-memory" size))]
      #:args (app-file) app-file))
   (define app-path (path->complete-path app))
   (unless (file-exists? app-path)
@@ -228,12 +246,13 @@
   (apply make-limits* (hash-ref cfg 'limits))
   (when (and (hash-ref cfg 'slow-log #f) (not (hash-ref cfg 'slow-threshold #f)))
     (set 'slow-threshold 5))
+  (unless single?
+    (unless (hash-ref cfg 'workers #f) (set 'workers (processor-count)))
+    (check-pool! cfg))
   (cond
+    [check? (check-serve (hash-copy->immutable cfg))]
     [single? (run-single (hash-copy->immutable cfg))]
-    [else
-     (unless (hash-ref cfg 'workers #f) (set 'workers (processor-count)))
-     (check-pool! cfg)
-     (run-manager (hash-copy->immutable cfg))]))
+    [else (run-manager (hash-copy->immutable cfg))]))
 
 ;; check-pool! : hash -> void ; the pool sizes must make sense together
 (define (check-pool! cfg)
@@ -243,6 +262,9 @@
   (define max-workers (hash-ref cfg 'max-workers (if (eq? (hash-ref cfg 'pm 'static) 'static) workers (* 2 workers))))
   (unless (<= min-spare max-spare)
     (raise-user-error 'raco-fastcgi "--min-spare (~a) must not exceed --max-spare (~a)" min-spare max-spare))
+  (let ([soft (hash-ref cfg 'max-memory #f)] [hard (hash-ref cfg 'max-memory-hard #f)])
+    (when (and soft hard (< hard soft))
+      (raise-user-error 'raco-fastcgi "--max-memory-hard (~a) must not be below --max-memory (~a)" hard soft)))
   (when (eq? (hash-ref cfg 'pm 'static) 'dynamic)
     (unless (<= min-spare max-workers)
       (raise-user-error 'raco-fastcgi "--min-spare (~a) must not exceed --max-workers (~a)" min-spare max-workers)))

@@ -15,6 +15,7 @@
 ;; PARAMS record that would is answered OVERLOADED): see over-connection-buffer?.
 (require ffi/unsafe/atomic
          "catch.rkt"
+         "contain.rkt"
          "limits.rkt"
          "log.rkt"
          "protocol.rkt"
@@ -22,9 +23,11 @@
          "poller.rkt"
          "table.rkt"
          "wire.rkt"
+         "handover.rkt"
          "log-limit.rkt")
 (provide serve-connection
          loop-step!
+         hand-over-idle!
          conn-close!
          check-request-timeouts!
          stat-add!
@@ -43,7 +46,9 @@
 ;; (so ABORT_REQUEST, a closed connection and a second request are seen within about
 ;; 20 ms). Everything else is as with a thread: the same limits, timeouts (a break), log
 ;; and answer. Requests with a body still arriving, Filters, multiplexed connections,
-;; and every request when shedding is on (its handlers have a thread group) get a thread.
+;; every request when shedding is on (its handlers have a thread group) and every request
+;; under a request-memory limit (its handler runs in a thread of its own: contain.rkt)
+;; get a thread.
 ;; One difference a handler can see: a parameter it sets directly (not parameterize)
 ;; stays set for the later requests of the same connection, as in Racket's web-server
 ;; (and, with the event loop below, of the other connections the loop thread reads).
@@ -79,10 +84,21 @@
 ;; Without a poller: reads the connection in the calling thread until it ends or an
 ;; inline handler's reading is taken over by a new thread. With one: registers the
 ;; connection with it and returns at once. Whichever thread sees the end calls done.
-(define (serve-connection c [done void] #:poller [p #f])
+;; handed-over: #f, or the bytes a retiring sibling had read of the connection (it is
+;; between requests: handover.rkt).
+(define (serve-connection c [done void] #:poller [p #f] #:handed-over [pending #f])
   (define lim (server-limits (conn-server c)))
-  (set-conn-deadline! c (+ (now-ms) (* 1000 (limits-first-byte-timeout lim))))
+  ;; a connection handed over by a retiring sibling is a kept one, between requests
+  (set-conn-deadline! c (+ (now-ms) (* 1000 (if pending
+                                                 (limits-idle-timeout lim)
+                                                 (limits-first-byte-timeout lim)))))
   (define st (rd (make-decoder) #f #f 0 done (current-custodian) #f #f #f 0 #f (box #f)))
+  ;; it has had requests: a late record of one its sibling ended (a STDIN, an
+  ;; ABORT_REQUEST) is skipped as here, not taken for one before any BEGIN_REQUEST
+  (when pending
+    (decoder-feed! (rd-decoder st) pending)
+    (set-rd-begun?! st #t)
+    (set-rd-served! st 1))
   (cond
     [(and p (conn-fd c) (not (limits-max-queue-delay lim)))
      (set-conn-on-broken! c (λ (c)
@@ -226,6 +242,9 @@
             [else (loop)])])]
       [(and (not (conn-closing? c)) (decoder-header-problem d (rd-begun? st)))
        => (λ (problem) (protocol-close! c problem) #t)]
+      ;; a retiring server: an idle connection goes to a sibling (see handover.rkt)
+      [(and (server-handover (conn-server c)) (handover-ready? c) (hand-over-or-close! c st))
+       #t]
       [else
        ;; the pending request's input goes on: its handler needs the reader
        (start-pending! c)
@@ -493,8 +512,9 @@
     ;; served, and the connection closes after it (retire!): a front that sent it on a kept
     ;; connection at the moment the stop began (nginx does, between two requests) gets an
     ;; answer, not a 503. A newcomer on a multiplexed connection is refused, so a stream of
-    ;; them cannot hold the stop open.
-    [(and (server-closing? srv) (> (table-count (conn-requests c)) 1))
+    ;; them cannot hold the stop open; not while the server hands its connections over
+    ;; (a retiring worker): the connection goes to a sibling at its first idle moment.
+    [(and (server-closing? srv) (not (server-handover srv)) (> (table-count (conn-requests c)) 1))
      (reject! c r 503 "Service Unavailable" "server stopping")]
     [(>= (unbox (server-running srv)) (limits-max-concurrent lim))
      (shed! c r (λ () (format "over ~a handlers running (max-concurrent)" (limits-max-concurrent lim))))]
@@ -512,7 +532,7 @@
      (counter-add! (server-running srv) 1)
      (stat-add! srv 'requests)
      (if (and (not (conn-mpx? c)) (not (conn-inline c)) (not (limits-max-queue-delay lim))
-              (not (eq? (fastcgi-request-role r) 'filter))
+              (not (eq? (fastcgi-request-role r) 'filter)) (not (limits-request-memory lim))
               (= 1 (table-count (conn-requests c))))
          (set-conn-pending! c r)        ; runs inline once its input has ended (read-loop)
          (start-handler! c r))
@@ -667,8 +687,9 @@
   (set-fastcgi-request-handler! r (thread (λ () (run-handler! c r)))))
 
 ;; run-handler! : conn request -> void
-;; Runs the handler in the current thread (its own, or the reader's: run-inline!), then
-;; ends the request: its answer, the connection's bookkeeping, the observer.
+;; Runs the handler in the current thread (its own, or the reader's: run-inline!; under a
+;; request-memory limit, in one more of its own: contain.rkt), then ends the request: its
+;; answer, the connection's bookkeeping, the observer.
 (define (run-handler! c r)
   (define srv (conn-server c))
   (set-handler-request! r)
@@ -679,9 +700,7 @@
         ;; that would not read it could still answer as if it fit, so none runs
         (box (exn:fail:fastcgi:body "body over the limit before the handler ran"
                                     (current-continuation-marks)))
-        (catch-all box
-          (parameterize-break #t ((server-handler srv) r))
-          #f)))
+        (call-handler (server-handler srv) r (limits-request-memory (server-limits srv)))))
   (set-handler-request! #f)
   (parameterize-break #f
     ;; the handler is done: its slot is free before the answer leaves, so a front that
@@ -706,7 +725,7 @@
 (define (handler-failed! c r v)
   (unless (or (exn:fail:fastcgi:aborted? v) (eq? (fastcgi-request-state r) 'done))
     (define-values (code message) (handler-error-status v))
-    (unless (or (= code 413) (exn:break? v))   ; both already logged where they were decided
+    (unless (or (= code 413) (exn:break? v) (handler-ended? v)) ; logged where they were decided
       (stat-add! (conn-server c) 'handler-errors)
       (log-fastcgi-error "request ~a from ~a ~a: handler raised: ~a"
                          (fastcgi-request-id r) (log-escape (conn-peer c))
@@ -749,6 +768,53 @@
                        (request-respond-status! r 503 "Service Unavailable"))
                    (retire! c r)))]))))
 
+;; handover-ready? : conn -> boolean ; nothing live: the connection may change owner
+(define (handover-ready? c)
+  (and (conn-fd c)
+       (zero? (table-count (conn-requests c)))
+       (not (conn-closing? c))
+       (not (conn-broken? c))))
+
+;; hand-over-or-close! : conn rd -> boolean
+;; Called by the connection's reader (or whoever holds its parked loop state): #t when a
+;; sibling took the socket (the caller ends the connection here, which closes only this
+;; process's copy); #f when none did, and then it closes gracefully as before.
+(define (hand-over-or-close! c st)
+  (define to (server-handover (conn-server c)))
+  (cond
+    [(and to (hand-over! (conn-fd c) (conn-peer c) (decoder-pending (rd-decoder st)) to))
+     (stat-add! (conn-server c) 'handed-over)
+     #t]
+    [else
+     (warn-limited! (conn-server c) 'handover
+                    (λ () (format "no other worker took the connection from ~a: closing it"
+                                  (log-escape (conn-peer c)))))
+     (conn-close! c)
+     #f]))
+
+;; hand-over-idle! : conn -> void
+;; While the server hands its connections over (server-handover), for its sweeper: a
+;; connection idle in the event loop is handed over here, its parked state claimed as
+;; loop-step! claims it; a reader thread waiting for input is woken to do it itself.
+(define (hand-over-idle! c)
+  (define st (conn-loop-state c))
+  (cond
+    [(and st (rd-loop? st))
+     (start-atomic)
+     (define go? (and (rd-parked? st) (rd-loop? st) (handover-ready? c)))
+     (when go? (set-rd-parked?! st #f))
+     (end-atomic)
+     (when go?
+       (cond
+         [(hand-over-or-close! c st) (end-connection! c st)]
+         [else
+          (start-atomic)
+          (set-rd-parked?! st #t)
+          (define broken? (conn-broken? c))
+          (end-atomic)
+          (when broken? (end-connection! c st))]))]
+    [(handover-ready? c) (semaphore-post (conn-wake c))]))
+
 ;; retire! : conn request -> void
 ;; The request has ended: free its id; close the connection if the front asked for that.
 (define (retire! c r)
@@ -766,8 +832,10 @@
     (define old (conn-deadline c))
     (set-conn-deadline! c (if old (min old idle) idle)))
   (end-atomic)
+  ;; (while the server hands connections over, an idle one is handed over, not closed)
   (when (or (not (fastcgi-request-keep-conn? r))
-            (and (server-closing? (conn-server c)) (zero? (table-count reqs))))
+            (and (server-closing? (conn-server c)) (not (server-handover (conn-server c)))
+                 (zero? (table-count reqs))))
     (if (quick-close? c r) (conn-broken! c) (conn-close! c))))
 
 ;; quick-close? : conn request -> boolean

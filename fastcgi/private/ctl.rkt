@@ -1,11 +1,13 @@
 #lang racket/base
 ;; `raco fastcgi ctl status|reload|stop --pid-file FILE`: for scripts and systemd units.
 ;; status prints the pool's status (from FILE.status.json, which the manager keeps fresh);
-;; reload sends SIGHUP and waits until the new generation serves (exit 0) or the reload
-;; failed (exit 1); stop sends SIGTERM and waits until the manager has exited.
+;; reload sends SIGHUP and waits for the reload that answers it (one asked while another
+;; is under way runs after that one): exit 0 when its generation serves, 1 with the reason
+;; when it failed; stop sends SIGTERM and waits until the manager has exited.
 (require racket/cmdline
          racket/file
          racket/string
+         "clock.rkt"
          "pool-status.rkt"
          "signals.rkt")
 (provide ctl-command)
@@ -38,8 +40,16 @@
      (write-bytes (render-status board fmt))
      (when (eq? fmt 'json) (newline))]
     [("reload")
+     ;; the manager counts the reloads asked and publishes how many of them the last
+     ;; finished reload answers: ours is answered once that passes the count before it
      (define before (or (read-scoreboard board-file) (hasheq)))
-     (define (count b k) (hash-ref b k 0))
+     (define asked (hash-ref before 'reload_asks 0))
+     ;; a manager started before this version counts no asks: any reload that ends answers
+     (define (answered? b)
+       (if (hash-has-key? b 'reload_settled)
+           (> (hash-ref b 'reload_settled) asked)
+           (for/or ([k (in-list '(reloads reload_failures))])
+             (> (hash-ref b k 0) (hash-ref before k 0)))))
      (send-signal! pid SIGHUP)
      (define result
        (wait-until timeout
@@ -47,14 +57,20 @@
                      (define b (read-scoreboard board-file))
                      (cond
                        [(not (process-alive? pid)) 'gone]
-                       [(not b) #f]
-                       [(> (count b 'reloads) (count before 'reloads)) 'done]
-                       [(> (count b 'reload_failures) (count before 'reload_failures)) 'failed]
+                       [(and b (answered? b)) b]
                        [else #f]))))
-     (case result
-       [(done) (printf "reloaded: generation ~a serves\n" (hash-ref (read-scoreboard board-file) 'generation "?"))]
-       [(failed) (eprintf "raco fastcgi ctl: reload failed; the running generation goes on serving (see the manager's log)\n") (exit 1)]
-       [(gone) (eprintf "raco fastcgi ctl: the manager (pid ~a) exited\n" pid) (exit 1)]
+     (cond
+       [(hash? result)
+        (define why (hash-ref result 'last_reload_error
+                              (and (> (hash-ref result 'reload_failures 0) (hash-ref before 'reload_failures 0))
+                                   "see the manager's log")))
+        (cond
+          [(string? why)
+           (eprintf "raco fastcgi ctl: reload failed: ~a; generation ~a goes on serving\n"
+                    why (hash-ref result 'generation "?"))
+           (exit 1)]
+          [else (printf "reloaded: generation ~a serves\n" (hash-ref result 'generation "?"))])]
+       [(eq? result 'gone) (eprintf "raco fastcgi ctl: the manager (pid ~a) exited\n" pid) (exit 1)]
        [else (eprintf "raco fastcgi ctl: reload not done after ~a s\n" timeout) (exit 1)])]
     [("stop")
      (send-signal! pid SIGTERM)
@@ -76,8 +92,8 @@
 
 ;; wait-until : real (-> any) -> any ; polls every 50 ms; #f at the deadline
 (define (wait-until timeout probe)
-  (define deadline (+ (current-inexact-milliseconds) (* 1000 timeout)))
+  (define deadline (+ (now-ms) (* 1000 timeout)))
   (let loop ()
     (or (probe)
-        (and (< (current-inexact-milliseconds) deadline)
+        (and (< (now-ms) deadline)
              (begin (sleep 0.05) (loop))))))

@@ -27,6 +27,7 @@
          racket/runtime-path
          setup/dirs
          "../client.rkt"
+         "clock.rkt"
          "dev-child.rkt"
          "dev-files.rkt"
          "log.rkt")
@@ -115,7 +116,7 @@
     (define msg
       (sync (supervisor-inbox s)
             (if (supervisor-reload? s)
-                (wrap-evt (alarm-evt (+ (current-inexact-milliseconds) (* 1000 poll-interval)))
+                (wrap-evt (alarm-at-evt (+ (now-ms) (* 1000 poll-interval)))
                           (λ (_) '(poll)))
                 never-evt)))
     (case (car msg)
@@ -265,7 +266,7 @@
 ;; the app is loaded (a connection made earlier waits in the listen backlog).
 (define (wait-ready g address)
   (define p (gen-process g))
-  (define deadline (alarm-evt (+ (current-inexact-milliseconds) (* 1000 start-timeout))))
+  (define deadline (alarm-at-evt (+ (now-ms) (* 1000 start-timeout))))
   (let loop ()
     (define c (with-handlers ([exn:fail? (λ (e) #f)]) (fastcgi-connect address #:timeout 1)))
     (define answered

@@ -12,8 +12,8 @@
          c-socket c-bind c-listen c-accept4 c-accept4/fast c-connect c-shutdown c-close c-close/fast
          c-read c-send c-read/fast c-send/fast c-recv/fast MSG_PEEK MSG_DONTWAIT c-sendrecs/fast sendrecs-max MSG_NOSIGNAL
          c-setsockopt c-getsockopt c-getsockname
-         c-unlink c-chmod c-chown c-umask c-getpid
-         set-nonblocking!
+         c-unlink c-chmod c-chown c-umask c-getpid c-geteuid
+         set-nonblocking! dup-cloexec set-cloexec! close-on-exec-all! null-onto! peer-credentials
          errno-message setsockopt-int getsockopt-int
          uid-of-user gid-of-group
          ip->bytes bytes->ip
@@ -40,6 +40,13 @@
 (define F_GETFL 3)
 (define F_SETFL 4)
 (define O_NONBLOCK #o4000)
+(define F_DUPFD_CLOEXEC 1030)
+(define F_GETFD 1)
+(define F_SETFD 2)
+(define FD_CLOEXEC 1)
+(define O_RDWR 2)
+(define O_CLOEXEC #o2000000)
+(define SO_PEERCRED 17)
 
 (define EINTR 4)
 (define EAGAIN 11)
@@ -130,6 +137,9 @@
 (define-libc c-chown "chown" _path _int _int -> _int)
 (define-libc c-umask "umask" _int -> _int)
 (define-libc c-getpid "getpid" -> _int)
+(define-libc c-geteuid "geteuid" -> _int)
+(define-libc c-open "open" _path _int -> _int)
+(define-libc c-dup2 "dup2" _int _int -> _int)
 (define-libc c-fcntl "fcntl" #:varargs-after 2 _int _int _int -> _int)
 (define-libc c-inet-pton "inet_pton" _int _bytes _bytes -> _int)
 (define-libc c-inet-ntop "inet_ntop" _int _bytes _bytes _int -> _pointer)
@@ -148,6 +158,51 @@
   (cond [(< flags 0) (saved-errno)]
         [(< (c-fcntl fd F_SETFL (bitwise-ior flags O_NONBLOCK)) 0) (saved-errno)]
         [else #t]))
+
+;; dup-cloexec : fd -> (or/c fd (list errno))
+;; A new descriptor (3 or above) for what fd refers to, close-on-exec.
+(define (dup-cloexec fd)
+  (define r (c-fcntl fd F_DUPFD_CLOEXEC 3))
+  (if (< r 0) (list (saved-errno)) r))
+
+;; set-cloexec! : fd -> (or/c #t errno)
+(define (set-cloexec! fd)
+  (define flags (c-fcntl fd F_GETFD 0))
+  (cond [(< flags 0) (saved-errno)]
+        [(< (c-fcntl fd F_SETFD (bitwise-ior flags FD_CLOEXEC)) 0) (saved-errno)]
+        [else #t]))
+
+;; close-on-exec-all! : -> void
+;; Every descriptor from 3 up that the process holds now becomes close-on-exec: those the
+;; runtime opened for itself (its event poll, its signal pipe), files opened so far. A
+;; program started through libc (system, posix_spawn) then gets none of them; Racket's
+;; subprocess closes them in the child anyway.
+(define (close-on-exec-all!)
+  (for ([name (in-list (directory-list "/proc/self/fd"))])
+    (define fd (string->number (path->string name)))
+    (when (and fd (>= fd 3)) (set-cloexec! fd))))
+
+;; null-onto! : fd -> (or/c #t errno)
+;; fd now refers to /dev/null (read and write): a standard descriptor that must stay
+;; open, or the next file opened would take its number.
+(define (null-onto! fd)
+  (define null (c-open "/dev/null" (bitwise-ior O_RDWR O_CLOEXEC)))
+  (cond [(< null 0) (saved-errno)]
+        [else
+         (define r (c-dup2 null fd))
+         (define errno (saved-errno))
+         (c-close null)
+         (if (< r 0) errno #t)]))
+
+;; peer-credentials : fd -> (or/c (list pid uid gid) #f)
+;; The process at the other end of a connected unix socket (for a client, the one that
+;; called listen), as the kernel recorded it (SO_PEERCRED); #f when the call fails.
+(define (peer-credentials fd)
+  (define buf (make-bytes 12 0))
+  (and (= 0 (c-getsockopt fd SOL_SOCKET SO_PEERCRED buf (integer->integer-bytes 12 4 #f)))
+       (list (integer-bytes->integer buf #t #f 0 4)
+             (integer-bytes->integer buf #f #f 4 8)
+             (integer-bytes->integer buf #f #f 8 12))))
 
 ;; setsockopt-int : fd level option int -> (or/c #t errno)
 (define (setsockopt-int fd level option value)

@@ -20,6 +20,7 @@
    read-timeout            ; seconds without progress while a request's input is incomplete -> close
    write-timeout           ; seconds one write may block (peer not reading) -> close, abort its requests
    request-timeout         ; seconds a handler may run (#f: no limit)    -> 503 and the handler is broken
+   request-memory          ; bytes a handler's threads may hold (#f: no limit) -> 500 and the handler is killed
    max-queue-delay         ; seconds runnable threads wait for the CPU, smoothed (#f: off) -> new requests 503
    drain-timeout)          ; seconds to drain the peer's remaining bytes when closing
   #:transparent)
@@ -38,10 +39,11 @@
                      #:read-timeout [read-timeout 30]
                      #:write-timeout [write-timeout 30]
                      #:request-timeout [request-timeout #f]
+                     #:request-memory [request-memory #f]
                      #:max-queue-delay [max-queue-delay #f]
                      #:drain-timeout [drain-timeout 2])
   (limits max-params-bytes max-params-pairs max-body max-requests-per-connection
           max-concurrent max-connections stdin-buffer connection-buffer first-byte-timeout idle-timeout
-          read-timeout write-timeout request-timeout max-queue-delay drain-timeout))
+          read-timeout write-timeout request-timeout request-memory max-queue-delay drain-timeout))
 
 (define default-limits (make-limits))

@@ -1,46 +1,82 @@
 #lang racket/base
-;; Log files written by whole lines: the access log and the slow log. Several worker
-;; processes append to one file, so every write() carries whole lines only and the file is
-;; opened with O_APPEND (lines from different processes never interleave inside a line).
-;; Lines are gathered in memory and written at most every 0.2 s, or at once past 16 KiB,
-;; so a busy worker does not pay a system call per request. Reopening (SIGUSR1, logrotate)
-;; closes the file and opens the path again. "-" is standard output.
+;; Log files written by whole lines: the access log, the slow log, and standard error
+;; (logging.rkt). Several worker processes append to one file, so every write() carries
+;; whole lines only and the file is opened with O_APPEND (lines from different processes
+;; never interleave inside a line). Reopening (SIGUSR1, logrotate) closes the file and
+;; opens the path again. "-" is standard output.
 ;;
-;; A line goes into the file's buffer in atomic mode (a few copies, no lock to take), and
-;; an access line is written into it piece by piece, digits included, with nothing
+;; Lines go into a buffer in memory; one writer thread per log takes the buffer whole and
+;; writes it (a file log gathers lines for at most 0.2 s, or 16 KiB, so that a busy
+;; worker does not pay a system call per request; standard error is written as soon as
+;; there is a line). The threads that put lines never write and never wait: a reader that
+;; stalls (a pipe nobody reads) blocks only the writer thread. The buffer is bounded
+;; (max-bytes): a line that comes while it is full is dropped and counted, and once the
+;; writer gets through again the log says how many were dropped. A write that fails (a
+;; full disk, a closed pipe) is logged at most once a second, with how many more failed.
+;;
+;; A line goes into the buffer in atomic mode (a few copies, no lock to take), and an
+;; access line is written into it piece by piece, digits included, with nothing
 ;; allocated for it: through a semaphore and a list of lines, writing an access line took
 ;; 1.57 µs and 3.7 KB (a loop; 0.66 µs and 0.36 KB now, bench/OPTIMISATIONS.md).
 (require ffi/unsafe/atomic
+         ffi/unsafe/port
          racket/date
          racket/math
+         (only-in "ffi.rkt" set-cloexec!)
          "log.rkt")
 (provide open-log-file
+         open-log-port
          log-file-write!
          log-file-write-access!
-         log-file-flush!
+         log-file-sync!
          log-file-reopen!
          log-file-close!
+         log-lines-dropped
          access-line
          timestamp)
 
-;; buf: the lines not yet written, up to fill; spare: a buffer the flush swaps in (only
-;; the holder of flush-lock touches it); flush-lock: one flush at a time, so that lines
-;; leave in the order they came
-(struct log-file (path [out #:mutable] flush-lock [buf #:mutable] [fill #:mutable] [spare #:mutable]
-                       [flusher #:mutable]))
+;; path: #f for a port given by the caller (never reopened or closed here); name: the
+;; path, or what the port is, for the log's own messages; out: the port (the writer
+;; thread's alone); buf: the lines not yet written, up to fill; spare: the buffer the
+;; writer swaps in; dropped: lines dropped since the last swap; max-bytes: no line goes
+;; into a buffer that holds this much; wake: posted when the writer should write now;
+;; delay: how long the writer gathers lines (0: it writes as soon as there is one);
+;; notice: #f (the log's own messages go to the fastcgi logger), or (symbol string ->
+;; bytes) that makes a line of this log (standard error: the messages go in it);
+;; failed-ms, failures: the last write error logged, and those not logged since.
+(struct log-file (path name [out #:mutable] [buf #:mutable] [fill #:mutable] [spare #:mutable]
+                       [dropped #:mutable] max-bytes wake delay notice [writer #:mutable]
+                       [failed-ms #:mutable] [failures #:mutable]))
 
 (define flush-bytes 16384)
 (define flush-interval 0.2)
 (define initial-size 32768)
+(define default-max-bytes (* 1024 1024))
 
-;; open-log-file : (or/c "-" path-string) -> log-file
+;; Lines dropped in this process, every log together (the status shows it): changed in
+;; atomic mode only.
+(define dropped-total 0)
+
+;; log-lines-dropped : -> natural ; lines dropped in this process since it started
+(define (log-lines-dropped) dropped-total)
+
+;; open-log-file : (or/c "-" path-string) #:max-bytes natural -> log-file
 ;; Raises exn:fail:filesystem when the file cannot be opened (the caller reports it).
-(define (open-log-file path)
-  (define lf (log-file path (open-port path) (make-semaphore 1)
-                       (make-bytes initial-size) 0 (make-bytes initial-size) #f))
-  (set-log-file-flusher!
-   lf
-   (thread (λ () (let loop () (sleep flush-interval) (log-file-flush! lf) (loop)))))
+(define (open-log-file path #:max-bytes [max-bytes default-max-bytes])
+  (start-log (log-file path (if (equal? path "-") "standard output" (format "~a" path))
+                       (open-port path) (make-bytes initial-size) 0 (make-bytes initial-size) 0
+                       max-bytes (make-semaphore 0) flush-interval #f #f -inf.0 0)))
+
+;; open-log-port : output-port #:name string #:notice (or/c #f (symbol string -> bytes))
+;;                 #:max-bytes natural -> log-file
+;; A log on a port that stays the caller's, written as soon as there is a line.
+(define (open-log-port out #:name name #:notice [notice #f] #:max-bytes [max-bytes default-max-bytes])
+  (start-log (log-file #f name out (make-bytes initial-size) 0 (make-bytes initial-size) 0
+                       max-bytes (make-semaphore 0) 0 notice #f -inf.0 0)))
+
+;; start-log : log-file -> log-file ; with its writer thread running
+(define (start-log lf)
+  (set-log-file-writer! lf (thread (λ () (write-loop lf))))
   lf)
 
 ;; open-port : (or/c "-" path-string) -> output-port
@@ -50,6 +86,8 @@
     [else
      (define out (open-output-file path #:exists 'append))
      (file-stream-buffer-mode out 'none)
+     ;; no program the application starts keeps the log file open
+     (set-cloexec! (unsafe-port->file-descriptor out))
      out]))
 
 ;; room! : log-file natural -> bytes ; in atomic mode: the buffer, with n bytes free after fill
@@ -91,14 +129,38 @@
       (loop (quotient n 10) (sub1 j))))
   (set-log-file-fill! lf (+ start w)))
 
-;; log-file-write! : log-file bytes -> void ; line without its newline
+;; log-file-write! : log-file (or/c bytes (-> bytes)) -> void
+;; line: without its newline, or a procedure that makes it, called only when the line is
+;; kept (a full log drops lines without making them).
 (define (log-file-write! lf line)
-  (start-atomic)
-  (put! lf line)
-  (put-byte! lf 10)
-  (define fill (log-file-fill lf))
-  (end-atomic)
-  (when (> fill flush-bytes) (log-file-flush! lf)))
+  (cond
+    [(full? lf) (start-atomic) (drop! lf) (end-atomic)]
+    [else
+     (define bs (if (procedure? line) (line) line))
+     (start-atomic)
+     (define before (log-file-fill lf))
+     (put! lf bs)
+     (put-byte! lf 10)
+     (define after (log-file-fill lf))
+     (end-atomic)
+     (wake! lf before after)]))
+
+;; full? : log-file -> boolean ; the buffer holds max-bytes: a line now is dropped
+(define (full? lf) (>= (log-file-fill lf) (log-file-max-bytes lf)))
+
+;; drop! : log-file -> void ; in atomic mode: one more line dropped
+(define (drop! lf)
+  (set-log-file-dropped! lf (add1 (log-file-dropped lf)))
+  (set! dropped-total (add1 dropped-total)))
+
+;; wake! : log-file natural natural -> void
+;; After a line took the buffer from before to after bytes: the writer writes at once
+;; when the line is the first (a log with no delay) or passes flush-bytes.
+(define (wake! lf before after)
+  (when (if (zero? (log-file-delay lf))
+            (zero? before)
+            (and (<= before flush-bytes) (> after flush-bytes)))
+    (semaphore-post (log-file-wake lf))))
 
 ;; log-file-write-access! : log-file real (or/c bytes #f) (or/c bytes #f) (or/c bytes #f)
 ;;                          any natural real natural -> void
@@ -110,11 +172,15 @@
   (define u (field uri))
   (define head (second-head ms))
   (start-atomic)
-  (put-access! lf ms head c m u status bytes duration pid)
-  (put-byte! lf 10)
-  (define fill (log-file-fill lf))
-  (end-atomic)
-  (when (> fill flush-bytes) (log-file-flush! lf)))
+  (define before (log-file-fill lf))
+  (cond
+    [(full? lf) (drop! lf) (end-atomic)]
+    [else
+     (put-access! lf ms head c m u status bytes duration pid)
+     (put-byte! lf 10)
+     (define after (log-file-fill lf))
+     (end-atomic)
+     (wake! lf before after)]))
 
 ;; put-access! : log-file real bytes bytes bytes bytes any natural real natural -> void
 ;; In atomic mode: TIME CLIENT "METHOD URI" STATUS BYTES DURATION-MS PID, fields escaped.
@@ -140,53 +206,129 @@
   (put-byte! lf 32)
   (put-decimal! lf pid 1))
 
-;; log-file-flush! : log-file -> void ; one write of every pending line
-;; The buffer is swapped for the spare in atomic mode and written outside it, so writers
-;; never wait for the disk; flush-lock keeps the order of lines between two flushes.
-(define (log-file-flush! lf)
-  (semaphore-wait (log-file-flush-lock lf))
+;; write-loop : log-file -> none
+;; The writer thread: it writes the buffer when woken, after the delay, or when asked
+;; (log-file-sync!, log-file-reopen!, log-file-close!, as messages). It alone touches the
+;; port, so a stalled reader or a slow disk holds back no other thread.
+(define (write-loop lf)
+  (define delay (log-file-delay lf))
+  (define asked (wrap-evt (thread-receive-evt) (λ (_) (thread-receive))))
+  (let loop ()
+    (define m (if (zero? delay)
+                  (sync (log-file-wake lf) asked)
+                  (sync/timeout delay (log-file-wake lf) asked)))
+    (write-pending! lf)
+    (cond
+      [(not (pair? m)) (loop)]
+      [(eq? (car m) 'sync) (semaphore-post (cdr m)) (loop)]
+      [(eq? (car m) 'reopen) (reopen-port! lf) (loop)]
+      [(eq? (car m) 'close)
+       (when (log-file-path lf) (close-port! lf))
+       (semaphore-post (cdr m))])))
+
+;; write-pending! : log-file -> void ; one write of every line in the buffer
+;; The buffer is swapped for the spare in atomic mode and written outside it. The lines
+;; dropped while it was full came after the lines in it: once those are written, a
+;; notice says how many.
+(define (write-pending! lf)
   (start-atomic)
   (define buf (log-file-buf lf))
   (define fill (log-file-fill lf))
+  (define dropped (log-file-dropped lf))
   (set-log-file-buf! lf (log-file-spare lf))
   (set-log-file-fill! lf 0)
+  (set-log-file-dropped! lf 0)
   (end-atomic)
-  (unless (zero? fill)
-    (with-handlers ([exn:fail? (λ (e) (log-fastcgi-error "cannot write ~a: ~a"
-                                                         (log-escape (log-file-path lf))
-                                                         (log-escape (exn-message e))))])
-      (write-bytes buf (log-file-out lf) 0 fill)
-      (flush-output (log-file-out lf))))
+  (define written? (or (zero? fill) (write-out! lf buf fill)))
+  (cond
+    [(not written?)
+     ;; told when a write goes through
+     (start-atomic)
+     (set-log-file-dropped! lf (+ dropped (log-file-dropped lf)))
+     (end-atomic)]
+    [(positive? dropped)
+     (notice! lf 'warning (format "~a: ~a lines dropped while the log was not being read"
+                                  (if (log-file-notice lf) "log" (format "log to ~a" (log-escape (log-file-name lf))))
+                                  dropped))])
   ;; a buffer that grew for a burst goes back to the usual size
-  (set-log-file-spare! lf (if (> (bytes-length buf) (* 4 initial-size)) (make-bytes initial-size) buf))
-  (semaphore-post (log-file-flush-lock lf)))
+  (set-log-file-spare! lf (if (> (bytes-length buf) (* 4 initial-size)) (make-bytes initial-size) buf)))
+
+;; write-out! : log-file bytes natural -> boolean ; #f when the write failed (logged)
+(define (write-out! lf buf fill)
+  (with-handlers ([exn:fail? (λ (e) (write-failed! lf e) #f)])
+    (write-bytes buf (log-file-out lf) 0 fill)
+    (flush-output (log-file-out lf))
+    #t))
+
+;; write-failed! : log-file exn -> void
+;; One line a second at most, with how many more writes failed since the last one.
+(define (write-failed! lf e)
+  (define now (current-inexact-monotonic-milliseconds))
+  (cond
+    [(< (- now (log-file-failed-ms lf)) 1000.0)
+     (set-log-file-failures! lf (add1 (log-file-failures lf)))]
+    [else
+     (define more (log-file-failures lf))
+     (set-log-file-failed-ms! lf now)
+     (set-log-file-failures! lf 0)
+     (notice! lf 'error (format "cannot write ~a: ~a~a" (log-escape (log-file-name lf))
+                                (log-escape (regexp-replace* #rx"\n *" (exn-message e) "; "))
+                                (if (zero? more) "" (format " (~a more failed writes since the last such line)" more))))]))
+
+;; notice! : log-file symbol string -> void
+;; The log's own message: in the log itself (standard error), else to the fastcgi logger.
+(define (notice! lf level msg)
+  (define make-line (log-file-notice lf))
+  (cond
+    [make-line
+     (with-handlers ([exn:fail? void])   ; a write that fails again is the one just logged
+       (write-bytes (bytes-append (make-line level (string-append "fastcgi: " msg)) #"\n")
+                    (log-file-out lf))
+       (flush-output (log-file-out lf)))]
+    [(eq? level 'error) (log-fastcgi-error "~a" msg)]
+    [else (log-fastcgi-warning "~a" msg)]))
+
+;; log-file-sync! : log-file semaphore -> void
+;; Posts done once the lines put before the call are written (or their write failed).
+;; Does not wait: the caller decides how long it waits on done.
+(define (log-file-sync! lf done)
+  (unless (thread-send (log-file-writer lf) (cons 'sync done) #f)
+    (semaphore-post done)))
 
 ;; log-file-reopen! : log-file -> void
 ;; After logrotate moved the file away: pending lines go to the old file, new ones to a
-;; new file at the same path. A failure keeps the old port and is logged.
+;; new file at the same path (done by the writer; a failure keeps the old port and is
+;; logged). Does not wait.
 (define (log-file-reopen! lf)
-  (log-file-flush! lf)
-  (unless (equal? (log-file-path lf) "-")
-    (call-with-semaphore
-     (log-file-flush-lock lf)
-     (λ ()
-       (with-handlers ([exn:fail? (λ (e) (log-fastcgi-error "cannot reopen ~a: ~a"
-                                                            (log-escape (log-file-path lf))
-                                                            (log-escape (exn-message e))))])
-         (define new (open-port (log-file-path lf)))
-         (close-output-port (log-file-out lf))
-         (set-log-file-out! lf new))))))
+  (when (and (log-file-path lf) (not (equal? (log-file-path lf) "-")))
+    (thread-send (log-file-writer lf) '(reopen) #f)))
 
-;; log-file-close! : log-file -> void
-(define (log-file-close! lf)
-  ;; the flusher is stopped between two flushes, never in one: killed while it held
-  ;; flush-lock, it would leave the lock taken and the flush below waiting for ever
-  (semaphore-wait (log-file-flush-lock lf))
-  (kill-thread (log-file-flusher lf))
-  (semaphore-post (log-file-flush-lock lf))
-  (log-file-flush! lf)
+;; reopen-port! : log-file -> void ; in the writer thread
+(define (reopen-port! lf)
+  (with-handlers ([exn:fail? (λ (e) (log-fastcgi-error "cannot reopen ~a: ~a"
+                                                       (log-escape (log-file-name lf))
+                                                       (log-escape (exn-message e))))])
+    (define new (open-port (log-file-path lf)))
+    (close-port! lf)
+    (set-log-file-out! lf new)))
+
+;; close-port! : log-file -> void ; in the writer thread; standard output stays open
+(define (close-port! lf)
   (unless (equal? (log-file-path lf) "-")
-    (close-output-port (log-file-out lf))))
+    (with-handlers ([exn:fail? void]) (close-output-port (log-file-out lf)))))
+
+;; log-file-close! : log-file #:timeout real -> boolean
+;; Writes the pending lines and closes the file (a port given to open-log-port stays
+;; open). The writer gets timeout seconds: then it is stopped wherever it is (a reader
+;; that stalls must not hold a stopping worker). #f when it did not finish in time.
+(define (log-file-close! lf #:timeout [timeout 2])
+  (define done (make-semaphore 0))
+  (define writer (log-file-writer lf))
+  (define finished? (and (thread-send writer (cons 'close done) #f)
+                         (sync/timeout timeout done)
+                         #t))
+  (kill-thread writer)
+  finished?)
 
 ;; timestamp : real -> string ; 2026-11-20T10:04:05.123Z from milliseconds since the epoch
 (define (timestamp ms)
@@ -211,7 +353,7 @@
 ;; e.g. 2026-11-20T10:04:05.123Z 192.0.2.7 "GET /a?b=1" 200 1432 0.84 12345
 ;; The line log-file-write-access! writes, as bytes (made by the same code).
 (define (access-line ms client method uri status bytes duration pid)
-  (define scratch (log-file #f #f #f (make-bytes 256) 0 #f #f))
+  (define scratch (log-file #f #f #f (make-bytes 256) 0 #f 0 +inf.0 #f 0 #f #f -inf.0 0))
   (define head (second-head ms))
   (define c (field client))
   (define m (field method))

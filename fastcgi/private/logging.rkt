@@ -5,10 +5,16 @@
 ;; message is escaped here (log-escape), so an application that logs untrusted text
 ;; cannot forge or split a line either.
 (require racket/date
+         "log-file.rkt"
          "log.rkt")
 (provide start-stderr-logging!
          flush-logging)
 
+;; The lines go through a log-file (log-file.rkt) on the error port: a bounded buffer and
+;; a writer thread of its own. The printer thread only takes messages from the receiver
+;; and puts them there (when the buffer is full, it counts them as dropped without
+;; making their line), so the receiver's queue stays short while nobody reads standard
+;; error.
 (define printer #f)
 
 ;; start-stderr-logging! : symbol #:tag (or/c string #f) -> void
@@ -16,7 +22,8 @@
 (define (start-stderr-logging! level #:tag [tag #f])
   (set! line-tag (if tag (string-append " " tag) ""))
   (define receiver (make-log-receiver (current-logger) level 'fastcgi 'warning #f))
-  (define err (current-error-port))
+  (define lf (open-log-port (current-error-port) #:name "standard error" #:notice line-bytes))
+  (define (put! v) (log-file-write! lf (λ () (message-line v))))
   (set! printer
         (thread
          (λ ()
@@ -24,28 +31,30 @@
              (define v (sync receiver (thread-receive-evt)))
              (cond
                [(vector? v)
-                (write-line v err)
+                (put! v)
                 (loop)]
                [else
-                ;; flush: print what is already queued, then signal that flush's caller
-                ;; (each call has its own semaphore: a post that comes after its caller
-                ;; gave up must not answer the next call)
+                ;; flush: what is already queued goes to the log-file, whose writer then
+                ;; signals that flush's caller (each call has its own semaphore: a post
+                ;; that comes after its caller gave up must not answer the next call)
                 (define done (thread-receive))
                 (let drain ()
                   (define v (sync/timeout 0 receiver))
-                  (when v (write-line v err) (drain)))
-                (semaphore-post done)
+                  (when v (put! v) (drain)))
+                (log-file-sync! lf done)
                 (loop)]))))))
 
-;; write-line : (vector level message data topic) output-port -> void
-(define (write-line v out)
-  (define level (vector-ref v 0))
+;; message-line : (vector level message data topic) -> bytes ; without its newline
+(define (message-line v)
   (define msg (if (eq? (vector-ref v 3) 'fastcgi) (vector-ref v 1) (log-escape (vector-ref v 1))))
+  (line-bytes (vector-ref v 0) msg))
+
+;; line-bytes : symbol string -> bytes ; time, level, tag, message
+(define (line-bytes level msg)
   (define d (seconds->date (current-seconds) #f))
-  (write-string (string-append (parameterize ([date-display-format 'iso-8601]) (date->string d #t))
-                               " " (symbol->string level) line-tag " " msg "\n")
-                out)
-  (flush-output out))
+  (string->bytes/utf-8
+   (string-append (parameterize ([date-display-format 'iso-8601]) (date->string d #t))
+                  " " (symbol->string level) line-tag " " msg)))
 
 (define line-tag "")
 

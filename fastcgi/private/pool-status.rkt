@@ -63,16 +63,22 @@
     (active_workers "active workers" active_workers gauge "Workers handling a request now")
     (idle_workers "idle workers" idle_workers gauge "Workers ready and handling nothing")
     (total_workers "total workers" total_workers gauge "Worker processes, starting and draining included")
+    (late_workers "late workers" late_workers gauge "Workers that have sent nothing for 3 s or more (frozen, stopped, blocked in a foreign call); past the request timeout plus 10 s they are killed")
     (draining_workers "draining workers" draining_workers gauge "Workers being replaced (reload, recycling, fewer workers) that still finish requests or serve their servlet sessions")
     (sessions "live sessions" sessions gauge "Servlet sessions (instances holding continuations) alive in the workers")
     (max_active_workers "max active workers" max_active_workers gauge "Most workers active at once since start")
     (max_workers_reached "max workers reached" max_workers_reached counter "Times the pool wanted a worker past its maximum")
     (slow_requests "slow requests" slow_requests counter "Requests that ran past the slow threshold")
     (shed_requests "shed requests" shed_requests counter "Requests answered 503 at once because the worker was overloaded (max-queue-delay, max-concurrent, max-connections)")
+    (log_dropped "log lines dropped" log_dropped counter "Log lines dropped because their log was not being read fast enough (standard error, the access and slow logs; manager and workers)")
     (restarts "restarts" restarts counter "Workers started again after an unexpected exit")
+    (unresponsive_kills "unresponsive kills" unresponsive_kills counter "Workers killed and replaced because they stopped reporting")
     (recycled "recycled" recycled counter "Workers replaced after max-requests, max-memory or a stuck handler")
     (reloads "reloads" reloads counter "Reloads (SIGHUP) completed")
-    (reload_failures "reload failures" reload_failures counter "Reloads abandoned because the new generation did not start")))
+    (reload_failures "reload failures" reload_failures counter "Reloads abandoned because the new generation did not start")
+    (last_reload_error "last reload error" #f #f #f)
+    (start_failures "start failures" start_failures gauge "Workers in a row that died before they were ready or soon after (0 again once a new worker lasts)")
+    (last_start_error "last start error" #f #f #f)))
 
 ;; The per-worker columns: key, label.
 (define worker-columns
@@ -165,7 +171,7 @@
                      "th,td{padding:.3em .8em;border-bottom:1px solid #ddd;text-align:left}"
                      "td.n{text-align:right;font-variant-numeric:tabular-nums}"
                      ".busy{color:#b35900;font-weight:bold}.idle{color:#2a7a2a}"
-                     ".draining,.starting{color:#777}")))
+                     ".draining,.starting{color:#777}.late{color:#b00000;font-weight:bold}")))
       (body
        (h1 ,(format "fastcgi pool ~a" (value->string (hash-ref board 'pool ""))))
        (table ,@(for/list ([t (in-list totals)] #:unless (memq (first t) '(pool)))

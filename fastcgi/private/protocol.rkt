@@ -23,6 +23,7 @@
          decoder-content-length decoder-content decoder-header-problem
          decoder-feed!
          decoder-buffered
+         decoder-pending
          parse-begin-request parse-end-request parse-unknown-type
          parse-pairs
          parse-params check-params params-ref pair-head bytes-range=? make-unfilled-bytes
@@ -108,6 +109,9 @@
 
 ;; decoder-buffered : decoder -> natural ; bytes received and not yet decoded
 (define (decoder-buffered d) (- (decoder-end d) (decoder-start d)))
+
+;; decoder-pending : decoder -> bytes ; a copy of the bytes received and not yet decoded
+(define (decoder-pending d) (subbytes (decoder-buf d) (decoder-start d) (decoder-end d)))
 
 ;; compact! : decoder -> void ; move pending bytes to the front of the buffer
 (define (compact! d)

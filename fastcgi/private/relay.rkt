@@ -2,7 +2,7 @@
 ;; Continuations across worker processes. A continuation lives in the memory of the worker
 ;; that captured it, and the front's connections reach any worker (the kernel hands each
 ;; new connection to one of them). A continuation id names its owner (sessions.rkt); every
-;; worker also listens on a private unix socket, PEER-DIR/wID.sock, and a worker that gets
+;; worker also listens on a private socket (control.rkt names it), and a worker that gets
 ;; another's continuation URL passes the FastCGI request on to the owner there and relays
 ;; the answer back, streaming both ways: params as they came, the body as the handler would
 ;; read it, the owner's STDOUT and STDERR as they arrive.
@@ -11,28 +11,24 @@
 ;; request is served here: the servlet's manager does not know the id, and the servlet's
 ;; expiration handler answers, as for any expired continuation.
 (require net/url
-         racket/unix-socket
          "protocol.rkt"
          "request.rkt"
          (only-in "servlet.rkt" continuation-of)
          (only-in "sessions.rkt" owner-of)
+         (only-in "transport.rkt" private-connect)
          (only-in "web.rkt" uri-bytes->url))
-(provide peer-socket-path
-         make-routing-handler)
+(provide make-routing-handler)
 
-;; make-routing-handler : (fastcgi-request -> any) natural path-string
+;; make-routing-handler : (fastcgi-request -> any) natural (natural -> string)
 ;;                        -> (fastcgi-request -> any)
-;; handler, with the requests for another worker's continuations passed on to it.
-(define (make-routing-handler handler self dir)
+;; handler, with the requests for another worker's continuations passed on to it at the
+;; private socket that peer-name names for the owner's worker id.
+(define (make-routing-handler handler self peer-name)
   (λ (r)
     (define owner (request-owner r))
     (unless (and owner (not (eqv? owner self))
-                 (relay-request! r (peer-socket-path dir owner)))
+                 (relay-request! r (peer-name owner)))
       (handler r))))
-
-;; peer-socket-path : path-string natural -> path
-(define (peer-socket-path dir worker-id)
-  (build-path dir (format "w~a.sock" worker-id)))
 
 ;; request-owner : fastcgi-request -> (or/c natural #f)
 ;; The worker that owns the continuation the request's URL resumes; #f for a URL without
@@ -56,7 +52,7 @@
                  [(eqv? b 63) #f]          ; ?
                  [else (loop (add1 i))])))))
 
-;; relay-request! : fastcgi-request path-string -> boolean
+;; relay-request! : fastcgi-request string -> boolean
 ;; #f when the owner did not answer: its socket cannot be connected to, or the connection
 ;; ended before any of the answer came (a worker killed a moment ago still accepts on its
 ;; socket for about 100 ms, then resets); the caller then serves the request itself. Else
@@ -65,7 +61,7 @@
 (define (relay-request! r socket)
   (define-values (in out)
     (with-handlers ([exn:fail? (λ (e) (values #f #f))])
-      (unix-socket-connect socket)))
+      (private-connect socket)))
   (cond
     [(not in) #f]
     [else

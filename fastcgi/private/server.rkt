@@ -3,7 +3,10 @@
 ;; with shedding on, an accepting thread and a green thread per connection instead), one
 ;; deadline manager for all connections, and the graceful stop.
 (require ffi/unsafe/atomic
+         "clock.rkt"
          "connection.rkt"
+         "handover.rkt"
+         (only-in "contain.rkt" install-exit-handler!)
          "limits.rkt"
          "log.rkt"
          "poller.rkt"
@@ -17,8 +20,9 @@
          resolve-listener
          (struct-out running-server))
 
-;; The handle on a running server: stop ends it gracefully; server is the shared state.
-(struct running-server (address stop server))
+;; The handle on a running server: stop ends it gracefully; server is the shared state;
+;; adopt takes a connection a retiring sibling hands over (fd string bytes -> void).
+(struct running-server (address stop server adopt))
 
 ;; resolve-listener : (or/c string listener #f) #:backlog ... -> listener
 ;; A string is an address (unix:/path, HOST:PORT, [::1]:PORT, fd:N); #f means inherited:
@@ -50,6 +54,9 @@
                       #:limits [lim default-limits]
                       #:allowed-clients [allowed #f]
                       #:observer [observer #f])
+  ;; exit called by a handler ends its request (contain.rkt): the server's threads, all
+  ;; made from here on, inherit the exit handler
+  (install-exit-handler!)
   (define srv (server handler roles lim (make-table)
                       (box 0) (make-hasheq) #f observer (box 0.0)
                       (make-notes)
@@ -109,6 +116,25 @@
       [else
        (stat-add! srv 'connections)
        (if poller (serve/loop fd peer) (thread (λ () (serve fd peer))))]))
+  ;; adopt! : fd string bytes -> void
+  ;; A kept connection a retiring sibling hands over (handover.rkt): served as if accepted
+  ;; here, from where the sibling stopped, even while this server stops (its stop then
+  ;; treats it as any kept connection); one that comes while this server hands its own
+  ;; over goes on to a sibling of its. Without a free slot it is closed.
+  (define (adopt! fd peer pending)
+    (define to (server-handover srv))
+    (cond
+      [(and to (hand-over! fd peer pending to)) (socket-close! fd)]
+      [(semaphore-try-wait? slots)
+       (stat-add! srv 'adopted)
+       (define c (make-fd-conn fd peer srv))
+       (table-set! conns (conn-key c) c)
+       (if poller
+           (serve-connection c (ended c) #:poller poller #:handed-over pending)
+           (thread (λ () (serve-connection c (ended c) #:handed-over pending))))]
+      [else
+       (log-fastcgi-warning "no connection slot for one handed over by a retiring worker: closing it")
+       (socket-close! fd)]))
   ;; accept-some! : -> void
   ;; The loop's step for a readable listener: accept up to accepts-per-turn connections
   ;; (epoll reports the listener again if more wait). With no slot free, or out of fds, the
@@ -127,10 +153,10 @@
              [else
               (semaphore-post slot)
               (cond
-                [(eq? why 'scarce) (pause-accepting! (alarm-evt (+ (now-ms) 100)))]
+                [(eq? why 'scarce) (pause-accepting! (alarm-at-evt (+ (now-ms) 100)))]
                 [(exn? why)
                  (log-fastcgi-error "~a; retrying in 1 s" (log-escape (exn-message why)))
-                 (pause-accepting! (alarm-evt (+ (now-ms) 1000)))])])]))))
+                 (pause-accepting! (alarm-at-evt (+ (now-ms) 1000)))])])]))))
   ;; pause-accepting! : evt -> void
   (define (pause-accepting! evt)
     (poller-forget! poller (listener-fd listener) listener)
@@ -167,19 +193,38 @@
   (define delay-watch
     (and (limits-max-queue-delay lim) (thread (λ () (watch-queue-delay srv)))))
   (log-fastcgi-info "listening on ~a" (listener-address listener))
-  (define (stop #:timeout [timeout 30])
+  ;; stop : #:timeout real #:hand-to (listof bytes) -> void
+  ;; hand-to: the handover addresses of siblings that go on serving (a worker replaced by
+  ;; a reload or a recycle): each kept connection goes to one of them once it is idle
+  ;; (connection.rkt's hand-over-idle!), rather than be closed under a front that may be
+  ;; sending on it. Without any (a stop of the pool), a kept connection is closed right
+  ;; after its next answer, so that the front reads the end with the answer and does not
+  ;; reuse it; one still idle after drain-timeout is closed then. (Any close of an idle
+  ;; connection may meet a request the front is sending at that moment: this leaves that
+  ;; to connections that stayed idle the whole time, which a front under load has none of.)
+  (define (stop #:timeout [timeout 30] #:hand-to [hand-to '()])
     (unless (server-closing? srv)
+      (when (pair? hand-to) (set-server-handover! srv hand-to))
       (set-server-closing?! srv #t)
       (when poller (poller-forget! poller (listener-fd listener) listener))
       (listener-close! listener)
       (when acceptor (thread-wait acceptor))
-      (for ([c (in-list (table-values conns))])
-        (when (zero? (table-count (conn-requests c))) (conn-close! c)))
+      (define linger-until (+ (now-ms) (* 1000 (min timeout (limits-drain-timeout lim)))))
+      (define (sweep!)
+        (for ([c (in-list (table-values conns))])
+          (cond [(pair? hand-to) (hand-over-idle! c)]
+                [(and (zero? (table-count (conn-requests c))) (>= (now-ms) linger-until))
+                 (conn-close! c)])))
+      (sweep!)
       (define deadline (+ (now-ms) (* 1000 timeout)))
       (let wait ()
         (when (and (positive? (table-count conns)) (< (now-ms) deadline))
           (sleep 0.05)
+          (sweep!)
           (wait)))
+      (when (pair? hand-to)
+        (log-fastcgi-info "handed ~a kept connection(s) over to the workers that go on"
+                          (hash-ref (server-stats srv) 'handed-over 0)))
       (for ([c (in-list (table-values conns))])
         (log-fastcgi-warning "stop: cutting the connection from ~a after ~a s"
                              (log-escape (conn-peer c)) timeout)
@@ -189,7 +234,7 @@
       (when poller (poller-stop! poller))
       (when delay-watch (kill-thread delay-watch))
       (log-fastcgi-info "stopped listening on ~a" (listener-address listener))))
-  (running-server (listener-address listener) stop srv))
+  (running-server (listener-address listener) stop srv adopt!))
 
 ;; Connections the loop accepts at most before it reads the others again. One: workers of
 ;; a manager share the listening socket, and a loop that took every pending connection at

@@ -16,7 +16,7 @@
 ;;   - a stateless servlet's URLs are signed (HMAC-SHA256 under the server's secret) around
 ;;     its own stuffer, so nothing from a URL is deserialised unless this server made it;
 ;;   - an expired or unknown continuation always gets an expiration page, never a 500;
-;;   - `exit` in a servlet ends its request, not the worker.
+;;   - `exit` in a servlet ends its request, not the worker (contain.rkt, as for any handler).
 (require file/sha1
          net/url
          racket/lazy-require
@@ -44,10 +44,9 @@
 
 ;; A loaded servlet. kind: 'start (a module that provides only start), 'plain (the same,
 ;; in a process where no continuation can be captured), 'v1, 'v2 or 'stateless.
-;; run : request -> (or/c response #f 'bad-url 'exit): #f when the servlet raised
+;; run : request -> (or/c response #f 'bad-url): #f when the servlet raised
 ;; exn:dispatcher (no rule matched: 404), 'bad-url for a malformed continuation parameter
-;; (400), 'exit when it called exit. sessions: the routed manager, #f for a stateless or
-;; plain servlet.
+;; (400). sessions: the routed manager, #f for a stateless or plain servlet.
 (struct loaded-servlet (kind run sessions))
 
 ;; load-servlet : path #:worker-id natural #:memory natural #:timeout real
@@ -69,7 +68,6 @@
                         path version))
     start)
   (define (routed inner) (make-routed-manager inner worker-id))
-  (install-exit-handler!)
   (case version
     [(#f)
      (cond
@@ -106,7 +104,6 @@
 (define (start->servlet start #:manager manager #:memory memory #:timeout timeout #:worker-id [worker-id 0])
   (when (and manager (not (manager? manager)))
     (raise-argument-error 'serve/fastcgi "(or/c #f manager?)" manager))
-  (install-exit-handler!)
   (if (and (not manager) (not (continuations-loaded?)))
       (plain-servlet start)
       (stateful-servlet 'start start
@@ -190,7 +187,7 @@
 ;; expired : (or/c #f (request -> any)) request -> any
 (define (expired handler req) ((or handler expired-page) req))
 
-;; in-servlet : servlet request (or/c path #f) number (-> any) -> (or/c response #f 'exit)
+;; in-servlet : servlet request (or/c path #f) number (-> any) -> (or/c response #f)
 ;; What web-server's servlet dispatcher does around a servlet's handler (one
 ;; parameterize for the three parameters: each costs a contract check and an extension).
 (define (in-servlet srv req dir instance-id thunk)
@@ -204,28 +201,9 @@
           (if dir (λ () (parameterize ([current-directory dir]) (thunk))) thunk)
           servlet-prompt)))))
   (cond
-    [(eq? result exited) 'exit]
     [(response? result) result]
     [(any->response result)]
     [else (raise-arguments-error 'servlet "the servlet's result is not a response" "result" result)]))
-
-;; exited : what a servlet's call of exit makes its request's result
-(define exited (string->uninterned-symbol "exit"))
-
-;; install-exit-handler! : -> void
-;; In a servlet (there is a current execution context), exit ends the request; elsewhere
-;; it does what it did. Set in the loading thread: the server's threads, made after the
-;; app loads, inherit it.
-(define (install-exit-handler!)
-  (define old (exit-handler))
-  (unless (eq? old servlet-exit-handler)
-    (set! outer-exit-handler old)
-    (exit-handler servlet-exit-handler)))
-(define outer-exit-handler exit)
-(define (servlet-exit-handler v)
-  (if (current-execution-context)
-      (abort-current-continuation servlet-prompt (λ () exited))
-      (outer-exit-handler v)))
 
 ;; ---------------------------------------------------------------------------------------
 ;; Continuation URLs.

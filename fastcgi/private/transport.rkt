@@ -1,7 +1,8 @@
 #lang racket/base
 ;; Listeners: TCP host:port, unix socket paths (mode, owner, stale-socket check), inherited
-;; listening fds (FCGI_LISTENSOCK_FILENO = 0, systemd socket activation on fd 3), and the
-;; allowed-clients check. The server takes accepted connections as bare fds (it reads and
+;; listening fds (FCGI_LISTENSOCK_FILENO = 0, systemd socket activation on fd 3), private
+;; sockets (abstract, our user only), and the allowed-clients check. Every descriptor made
+;; or adopted here is close-on-exec: no program the application starts holds one. The server takes accepted connections as bare fds (it reads and
 ;; writes them through the FFI); other callers get ordinary Racket ports.
 (require ffi/unsafe
          ffi/unsafe/atomic
@@ -13,7 +14,7 @@
          "log.rkt")
 (provide (struct-out exn:fail:fastcgi:transport)
          parse-listen-address listen-spec? listen-spec->string
-         open-listener inherited-listener
+         open-listener inherited-listener open-private-listener private-connect
          listener? listener-fd listener-kind listener-address
          listener-accept listener-accept-fd listener-try-accept listener-close!
          fd->ports
@@ -30,8 +31,9 @@
 (struct listen-spec (kind target port) #:transparent)
 
 ;; unix-path and unix-id (device . inode) are set only for a socket file we bound ourselves.
+;; peer-uid: #f, or the only user whose connections are accepted (a private socket).
 ;; cref: the registration with the custodian, whose shutdown closes the listener.
-(struct listener (fd kind address unix-path unix-id closed-sema [closed? #:mutable]
+(struct listener (fd kind address unix-path unix-id peer-uid closed-sema [closed? #:mutable]
                   [cref #:mutable]))
 
 ;; raise-transport : format-string any ... -> none
@@ -173,6 +175,78 @@
   (check-syscall (c-listen fd backlog) (format "cannot listen on ~a" where) close-and-unlink)
   (make-listener fd 'unix where path (file-id path)))
 
+;; ---------------------------------------------------------------------------------------
+;; Private sockets: the manager's control socket and the workers' relay sockets. They are
+;; Linux abstract unix sockets: a name and no file, so that cleaning temporary folders
+;; under a running pool removes nothing it needs. Such a name has no permissions, so each
+;; end checks the other's user (SO_PEERCRED): a connection from, or a listener of, another
+;; user is refused.
+
+;; private-sockaddr : string -> bytes ; sun_path is a NUL then the name, no terminator
+(define (private-sockaddr name)
+  (define nb (string->bytes/utf-8 name))
+  (unless (<= 1 (bytes-length nb) (sub1 SUN_PATH_MAX))
+    (raise-transport "private socket name ~s: 1 to ~a bytes" name (sub1 SUN_PATH_MAX)))
+  (bytes-append (subbytes (make-sockaddr-un #"") 0 2) #"\0" nb))
+
+;; private-address : string -> string ; for messages, as `ss -x` shows it
+(define (private-address name) (string-append "unix:@" name))
+
+;; open-private-listener : string #:backlog int -> listener
+;; Accepts connections from processes of our (effective) user only.
+(define (open-private-listener name #:backlog [backlog 128])
+  (define where (private-address name))
+  (define sa (private-sockaddr name))
+  (define fd (c-socket AF_UNIX socket-flags 0))
+  (check-syscall fd (format "cannot create a socket for ~a" where))
+  (define (close-fd) (c-close fd))
+  (check-syscall (c-bind fd sa (bytes-length sa)) (format "cannot bind ~a" where) close-fd)
+  (check-syscall (c-listen fd backlog) (format "cannot listen on ~a" where) close-fd)
+  (make-listener fd 'private where #f #f (c-geteuid)))
+
+;; private-connect : string -> (values input-port output-port)
+;; A connection (close-on-exec) to the private socket of a process of our user. Raises
+;; exn:fail:fastcgi:transport when nothing listens there, its queue stays full for a
+;; second, or another user's process holds the name.
+(define (private-connect name)
+  (define where (private-address name))
+  (define sa (private-sockaddr name))
+  (define fd (c-socket AF_UNIX socket-flags 0))
+  (check-syscall fd (format "cannot create a socket to connect to ~a" where))
+  (let loop ([tries 0])
+    (define r (c-connect fd sa (bytes-length sa)))
+    (define errno (if (< r 0) (saved-errno) 0))
+    (cond
+      [(= r 0) (void)]
+      [(= errno EINTR) (loop tries)]
+      ;; a unix socket's full accept queue: the connection is not under way, ask again
+      [(and (= errno EAGAIN) (< tries 100)) (sleep 0.01) (loop (add1 tries))]
+      [else (c-close fd) (raise-errno (format "cannot connect to ~a" where) errno)]))
+  (define cred (peer-credentials fd))
+  (unless (and cred (= (cadr cred) (c-geteuid)))
+    (c-close fd)
+    (raise-transport "~a is held by another user (uid ~a): not connecting" where (and cred (cadr cred))))
+  (fd->ports fd "unix"))
+
+;; peer-allowed? : listener fd -> boolean
+;; For a private listener, whether the connection comes from a process of its user; a
+;; refusal is logged (one line a second at most, with the count of the others).
+(define refusals (vector -inf.0 0))
+(define (peer-allowed? l conn)
+  (define uid (listener-peer-uid l))
+  (define cred (and uid (peer-credentials conn)))
+  (or (not uid)
+      (and cred (= uid (cadr cred)))
+      (let ([now (current-inexact-monotonic-milliseconds)])
+        (vector-set! refusals 1 (add1 (vector-ref refusals 1)))
+        (when (> (- now (vector-ref refusals 0)) 1000.0)
+          (log-fastcgi-warning "~a: refused ~a connection(s) from another user (the last: ~a)"
+                               (listener-address l) (vector-ref refusals 1)
+                               (if cred (format "pid ~a, uid ~a" (car cred) (cadr cred)) "unknown"))
+          (vector-set! refusals 0 now)
+          (vector-set! refusals 1 0))
+        #f)))
+
 ;; resolve-id : (or/c #f string exact-integer) (string -> (or/c int #f)) string -> (or/c int #f)
 (define (resolve-id who lookup what)
   (cond [(string? who) (or (lookup who) (raise-transport "unknown ~a ~s" what who))]
@@ -210,18 +284,35 @@
           [else (raise-errno (format "cannot probe existing socket ~a" where) errno)])))
 
 ;; adopt-fd : fd -> listener
-;; An inherited listening fd keeps its close-on-exec flag but must be non-blocking.
+;; An inherited listening fd, made non-blocking and close-on-exec: no program the
+;; application starts may hold it (an orphan would keep the port after we stop). A
+;; standard descriptor (the FastCGI convention's fd 0) moves to a new close-on-exec number
+;; and /dev/null takes its place, so a program started with our stdin gets /dev/null.
 (define (adopt-fd fd)
   (unless (fd-listening-socket? fd)
     (raise-transport "fd:~a is not a listening socket" fd))
-  (define r (set-nonblocking! fd))
+  (define held
+    (cond
+      [(<= fd 2)
+       (define new (dup-cloexec fd))
+       (when (pair? new) (raise-errno (format "cannot move fd:~a to a close-on-exec descriptor" fd) (car new)))
+       (define r (null-onto! fd))
+       (unless (eq? r #t)
+         (c-close new)
+         (raise-errno (format "cannot put /dev/null in the place of fd:~a" fd) r))
+       new]
+      [else
+       (define r (set-cloexec! fd))
+       (unless (eq? r #t) (raise-errno (format "cannot make fd:~a close-on-exec" fd) r))
+       fd]))
+  (define r (set-nonblocking! held))
   (unless (eq? r #t) (raise-errno (format "cannot make fd:~a non-blocking" fd) r))
-  (make-listener fd 'inherited (format "fd:~a" fd) #f #f))
+  (make-listener held 'inherited (format "fd:~a" fd) #f #f))
 
-;; make-listener : fd kind string (or/c path #f) (or/c pair #f) -> listener
+;; make-listener : fd kind string (or/c path #f) (or/c pair #f) [(or/c uid #f)] -> listener
 ;; The current custodian's shutdown closes the listener (and removes its socket file).
-(define (make-listener fd kind address unix-path unix-id)
-  (define l (listener fd kind address unix-path unix-id (make-semaphore 0) #f #f))
+(define (make-listener fd kind address unix-path unix-id [peer-uid #f])
+  (define l (listener fd kind address unix-path unix-id peer-uid (make-semaphore 0) #f #f))
   (set-listener-cref! l (register-custodian-shutdown l listener-close!))
   l)
 
@@ -280,7 +371,7 @@
 ;; the caller owns, and its peer ("unix", or the client's IP address; TCP_NODELAY is set
 ;; on TCP connections). Otherwise #f and why: 'again (none pending), 'closed (the listener
 ;; is), 'scarce (out of fds or memory: logged; try again later) or the exception for any
-;; other failure. The closed check and accept4 run in atomic mode so that listener-close!
+;; other failure. A private listener closes a connection from another user unseen. The closed check and accept4 run in atomic mode so that listener-close!
 ;; cannot close (and the kernel reuse) the fd in between.
 (define (listener-try-accept l)
   (define fd (listener-fd l))
@@ -299,6 +390,10 @@
     (end-atomic)
     (cond
       [closed? (values #f 'closed)]
+      [(and (>= conn 0) (not (peer-allowed? l conn)))
+       (c-close/fast conn)
+       (integer->integer-bytes SOCKADDR_MAX 4 #f #f len 0)
+       (loop)]
       [(>= conn 0) (values conn (connection-peer conn sa))]
       [(= errno EAGAIN) (values #f 'again)]
       [(memv errno (list EINTR ECONNABORTED EPROTO))

@@ -39,10 +39,10 @@
          current-fastcgi-request
          authorized)
 
-;; servlet->handler : (request -> (or/c response #f 'bad-url 'exit)) limits
+;; servlet->handler : (request -> (or/c response #f 'bad-url)) limits
 ;;                    -> (fastcgi-request -> void)
 ;; run: a servlet as servlet.rkt runs it (servlet-run): #f when no rule matched (404),
-;; 'bad-url for a malformed continuation parameter (400), 'exit when it called exit.
+;; 'bad-url for a malformed continuation parameter (400).
 (define (servlet->handler run lim)
   ;; the body limit of the engine governs uploads too (web-server's own default would cap
   ;; each uploaded file at 10 MiB)
@@ -70,9 +70,6 @@
                          (λ () (format "request ~a from ~a: malformed continuation URL, or a stateless URL whose signature does not hold (made elsewhere, or under another --secret-file): answered 400"
                                        (fastcgi-request-id r) (log-escape (fastcgi-request-peer r)))))
           (request-respond-status! r 400 "Bad Request")]
-         [(eq? resp 'exit)
-          (log-fastcgi-warning "request ~a: the servlet called exit: answered 500" (fastcgi-request-id r))
-          (request-respond-status! r 500 "Internal Server Error")]
          ;; an xexpr or another value web-server turns into a response
          [(any->response resp) => (λ (converted) (write-response r converted))]
          [else (raise-arguments-error 'servlet "the servlet's result is not a response" "result" resp)])])))

@@ -5,6 +5,7 @@
 (require ffi/unsafe/atomic
          ffi/unsafe/custodian
          ffi/unsafe/port
+         "clock.rkt"
          "limits.rkt"
          "poller.rkt"
          "table.rkt"
@@ -47,7 +48,10 @@
                 [last-params #:mutable]
                 ;; #f, or the semaphores of threads that wait for the next request
                 ;; (server-sleep-until-request!), posted when one arrives
-                [sleepers #:auto #:mutable])
+                [sleepers #:auto #:mutable]
+                ;; #f, or while a retiring server hands its idle kept connections over to
+                ;; siblings (handover.rkt): their addresses
+                [handover #:auto #:mutable])
   #:auto-value #f
   #:transparent)
 
@@ -99,7 +103,10 @@
               ;; a number no other connection of this process has: the server's table of
               ;; connections is keyed by it, since hashing the struct itself (eq-hash-code)
               ;; puts every new connection into Racket's global weak table of hash codes
-              key))
+              key
+              ;; posted to wake a reader thread waiting for input, while its server hands
+              ;; connections over (see conn-read!)
+              wake))
 
 ;; make-conn : input-port output-port string server -> conn
 ;; A connection over ports. The output port is made unbuffered: closing a buffered fd port
@@ -127,7 +134,7 @@
   (define sema (make-semaphore 0))
   (conn in out fd peer srv (make-semaphore 1) (make-table) sema (semaphore-peek-evt sema) #f
         #f #f #f #f void #f #f #f #f #f #f void (server-last-params srv)
-        (counter-add! conn-keys 1)))
+        (counter-add! conn-keys 1) (make-semaphore 0)))
 
 (define conn-keys (box 0))
 
@@ -142,9 +149,6 @@
   (set-conn-takeover! c #f)
   (end-atomic)
   (when go (go)))
-
-;; now-ms : -> flonum
-(define (now-ms) (current-inexact-milliseconds))
 
 ;; counter-add! : box integer -> integer ; atomic add on a box shared by threads
 (define (counter-add! b n)
@@ -196,10 +200,12 @@
 (define (close-output-port* out)
   (with-handlers ([exn:fail? void]) (close-output-port out)))
 
-;; conn-read! : conn bytes natural natural [boolean] -> (or/c natural eof exn:fail)
+;; conn-read! : conn bytes natural natural [boolean] -> (or/c natural eof exn:fail 'wake)
 ;; Blocks until the socket has bytes (at least one is read into bs[start, end)), the peer
 ;; closed it (eof) or the connection was broken (eof). A socket error is returned, not
-;; raised (an exception handler per read costs more than the read's own work).
+;; raised (an exception handler per read costs more than the read's own work). 'wake:
+;; the wake semaphore was posted (while its server hands connections over: the reader is
+;; to see whether it can hand this one over).
 ;; wait-first?: the caller's last read was short, so the socket is most likely empty:
 ;; wait for it to be readable before the first read, rather than make a read() that
 ;; only says EAGAIN (one system call per request on a kept connection).
@@ -211,7 +217,12 @@
     (define evt (and (eqv? r 0) (unsafe-socket->semaphore fd 'read)))
     (end-atomic)
     (cond
-      [evt (sync evt (conn-broken-evt c)) (loop #f)]
+      [evt
+       ;; (the wake semaphore is waited on always: a reader that began to wait before its
+       ;; server began to hand connections over must see the wake too)
+       (if (eq? (sync evt (conn-broken-evt c) (conn-wake c)) (conn-wake c))
+           'wake
+           (loop #f))]
       [else r])))
 
 ;; conn-try-read! : conn bytes natural natural -> (or/c natural eof exn:fail)

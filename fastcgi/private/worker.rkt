@@ -1,10 +1,13 @@
 #lang racket/base
 ;; A worker process of the manager. It accepts on the listening socket it inherited as
-;; fd 0, runs the application, writes the access and slow logs, answers the status and
-;; ping paths, and reports to the manager over a unix socket in the manager's private
-;; folder (not stdout, which the application may print to):
-;;   hello PID   then   ready   then   stat REQUESTS ACTIVE CONNECTIONS SLOW   when they change
-;;   recycle REASON   once, when it wants to be replaced (max-requests).
+;; fd 0 (moved to a close-on-exec descriptor, /dev/null in its place), runs the application, writes the access and slow logs, answers the status and
+;; ping paths, and reports to the manager over its private control socket (control.rkt;
+;; not stdout, which the application may print to), which first gives it the keys:
+;;   hello PID   then   ready   then   stat REQUESTS ACTIVE CONNECTIONS SLOW SHED QUEUE-DELAY
+;;   SESSIONS LOG-DROPPED   when they change
+;;   recycle REASON   once, when it wants to be replaced (max-requests)
+;;   failed REASON    instead of ready, when it cannot start (escaped: one line), then exits 3
+;;   beat   every second once ready: a worker that falls silent is replaced (manager.rkt).
 ;; Signals: SIGTERM or SIGINT: stop accepting, finish in-flight requests (graceful timeout),
 ;; exit 0. SIGHUP: reopen the log files (the manager forwards its SIGUSR1 this way).
 ;; It also stops when the manager goes away (its socket closes, or the parent-death signal).
@@ -12,14 +15,18 @@
 (require json
          racket/lazy-require
          racket/os
-         racket/unix-socket
          "app.rkt"
+         "clock.rkt"
+         "handover.rkt"
          (only-in "connection.rkt" queue-delay-ms)
+         (only-in "ffi.rkt" close-on-exec-all!)
+         "control.rkt"
          "limits.rkt"
          "log-file.rkt"
          "log.rkt"
          "logging.rkt"
          "pool-status.rkt"
+         "preflight.rkt"
          "request.rkt"
          "server.rkt"
          "signals.rkt"
@@ -27,11 +34,12 @@
          "transport.rkt"
          "wire.rkt")
 ;; Loaded for a servlet only (they load web-server).
-(lazy-require ["relay.rkt" (make-routing-handler peer-socket-path)]
+(lazy-require ["relay.rkt" (make-routing-handler)]
               ["servlet.rkt" (loaded-servlet-sessions)]
               ["sessions.rkt" (routed-manager-sweep!)])
 (provide run-worker
          run-single
+         load-configured-app
          make-limits*)
 
 ;; run-worker : hash -> none
@@ -41,37 +49,67 @@
   (unblock-signals! (list SIGUSR1))
   (die-with-parent! (cfg-ref 'master-pid) SIGTERM)
   (start-stderr-logging! (cfg-ref 'log-level 'info) #:tag (format "[~a]" (getpid)))
-  (define-values (ctl-in ctl-out) (unix-socket-connect (cfg-ref 'control)))
+  ;; the control connection, and the keys that the manager hands each worker on it
+  (define-values (ctl-in ctl-out secret relay-key)
+    (with-handlers ([exn:fail? (λ (e)
+                                 (log-fastcgi-fatal "cannot reach the manager: ~a" (log-escape (exn-message e)))
+                                 (flush-logging)
+                                 (exit 3))])
+      (define-values (in out) (private-connect (cfg-ref 'control)))
+      (define-values (secret relay-key) (read-keys in 30))
+      (values in out secret relay-key)))
   ;; one line at a time: the report loop and the session sweep both report
+  ;; report! : string any ... -> boolean ; #f when the manager is gone
   (define report-lock (make-semaphore 1))
   (define (report! fmt . args)
     (call-with-semaphore
      report-lock
      (λ ()
-       (with-handlers ([exn:fail? void])
+       (with-handlers ([exn:fail? (λ (e) #f)])
          (write-string (string-append (apply format fmt args) "\n") ctl-out)
-         (flush-output ctl-out)))))
+         (flush-output ctl-out)
+         #t))))
   (report! "hello ~a" (getpid))
-  (define a (serve-app cfg (resolve-listener #f)
-                       #:report report!
-                       #:board (λ (srv) (read-scoreboard (cfg-ref 'scoreboard)))
-                       #:on-load-failure (λ (msg) (log-fastcgi-fatal "~a" msg) (flush-logging) (exit 3))))
+  ;; a worker that cannot start says why in one line (the manager logs it) and exits 3
+  (define (fail! msg)
+    (unless (report! "failed ~a" msg) (log-fastcgi-fatal "~a" msg))
+    (flush-logging)
+    (exit 3))
+  (define a (with-handlers ([exn:fail? (λ (e) (fail! (log-escape (exn-message e))))])
+              (serve-app (hash-set* cfg 'secret secret 'relay-key relay-key) (resolve-listener #f)
+                         #:report report!
+                         #:board (λ (srv) (ask-board (cfg-ref 'control) 2))
+                         #:on-load-failure fail!)))
+  ;; kept connections that retiring siblings hand over (handover.rkt)
+  (start-handover-receiver! (handover-address (cfg-ref 'master-pid) (cfg-ref 'worker-id))
+                            (running-server-adopt (app-running a)))
+  ;; the runtime's own descriptors too: a handler's subprocess holds none of ours
+  (close-on-exec-all!)
   (report! "ready")
   (thread (λ () (report-loop a (cfg-ref 'max-requests) report!)))
+  (thread (λ () (heartbeat report!)))
   ;; the manager is gone when its end of the control socket closes
-  ;; and it asks a worker it replaces to retire with a "retire" line
+  ;; and it asks a worker it replaces to retire with a "retire ID ..." line, naming the
+  ;; workers that go on serving (its kept connections are handed over to them)
   (define manager-gone (make-semaphore 0))
   (define retire (make-semaphore 0))
+  (define hand-to (box '()))
   (thread (λ ()
             (with-handlers ([exn:fail? void])
               (let loop ()
                 (define line (read-line ctl-in))
                 (unless (eof-object? line)
-                  (when (equal? line "retire") (semaphore-post retire))
+                  (define words (regexp-split #rx" " line))
+                  (when (equal? (car words) "retire")
+                    (set-box! hand-to
+                              (for/list ([w (in-list (cdr words))] #:when (string->number w))
+                                (handover-address (cfg-ref 'master-pid) (string->number w))))
+                    (semaphore-post retire))
                   (loop))))
             (semaphore-post manager-gone)))
   (serve-until-stopped a (cfg-ref 'graceful-timeout 30) manager-gone
-                       #:retire retire #:session-drain (cfg-ref 'session-drain default-session-drain)))
+                       #:retire retire #:hand-to hand-to
+                       #:session-drain (cfg-ref 'session-drain default-session-drain)))
 
 ;; Seconds a replaced worker keeps serving its servlet sessions (--session-drain).
 (define default-session-drain 600)
@@ -82,17 +120,19 @@
   (define (cfg-ref k [default #f]) (hash-ref cfg k default))
   (break-enabled #f)
   (start-stderr-logging! (cfg-ref 'log-level 'info))
+  (check-serve-paths! (hash-remove cfg 'pid-file))   ; a single process writes none
   (define l (with-handlers ([exn:fail? (λ (e) (raise-user-error 'raco-fastcgi "~a" (exn-message e)))])
               (resolve-listener (cfg-ref 'listen) #:backlog (cfg-ref 'backlog 1024)
                                 #:socket-mode (cfg-ref 'socket-mode #o660)
                                 #:socket-owner (cfg-ref 'socket-owner) #:socket-group (cfg-ref 'socket-group))))
-  (define start-ms (current-inexact-milliseconds))
+  (define start-ms (now-ms))
   (define a (serve-app cfg l
                        #:report void
                        #:board (λ (srv) (single-board srv cfg start-ms))
                        ;; the socket was bound first (its errors come before a long
                        ;; load): a start that cannot work leaves no socket behind
                        #:on-load-failure (λ (msg) (listener-close! l) (raise-user-error 'raco-fastcgi "~a" msg))))
+  (close-on-exec-all!)
   (log-fastcgi-info "serving ~a on ~a (pid ~a, single process)" (cfg-ref 'app)
                     (running-server-address (app-running a)) (getpid))
   (serve-until-stopped a (cfg-ref 'graceful-timeout 30) never-evt))
@@ -111,14 +151,14 @@
 (define (serve-app cfg listener #:report report! #:board board #:on-load-failure fail)
   (define (cfg-ref k [default #f]) (hash-ref cfg k default))
   (define lim (apply make-limits* (cfg-ref 'limits '())))
-  (define-values (app-handler roles servlet)
-    (with-handlers ([(λ (e) #t)
-                     (λ (e) (fail (format "cannot load ~a: ~a" (log-escape (cfg-ref 'app))
-                                          (log-escape (if (exn? e) (without-prefix (exn-message e)) e)))))])
-      (load-app (cfg-ref 'app) lim (cfg->servlet-settings cfg)
-                #:warn (λ (m) (log-fastcgi-warning "~a" (log-escape m))))))
-  (define access (and (cfg-ref 'access-log) (open-log-file (cfg-ref 'access-log))))
-  (define slow-log (and (cfg-ref 'slow-log) (open-log-file (cfg-ref 'slow-log))))
+  (define-values (app-handler roles servlet) (load-configured-app cfg lim fail))
+  (define (open-log flag path)
+    (with-handlers ([exn:fail:filesystem?
+                     (λ (e) (fail (format "~a ~a: cannot open it for writing: ~a" flag
+                                          (log-escape path) (log-escape (filesystem-reason e)))))])
+      (open-log-file path)))
+  (define access (and (cfg-ref 'access-log) (open-log "--access-log" (cfg-ref 'access-log))))
+  (define slow-log (and (cfg-ref 'slow-log) (open-log "--slow-log" (cfg-ref 'slow-log))))
   (define slow-count (box 0))
   (define srv-box (box #f))
   (define handler
@@ -127,17 +167,16 @@
                        #:ping-path (cfg-ref 'ping-path)
                        #:board (λ () (board (unbox srv-box)))))
   (define rm (and servlet (loaded-servlet-sessions servlet)))
-  (define peers? (and rm (cfg-ref 'peer-dir) (cfg-ref 'worker-id)))
+  (define peers? (and rm (cfg-ref 'pool-prefix) (cfg-ref 'relay-key) (cfg-ref 'worker-id)))
+  (define (peer-name id) (relay-name (cfg-ref 'pool-prefix) (cfg-ref 'relay-key) id))
   ;; the private socket first: a URL this worker hands out may come back through another
   (define private
     (and peers?
          (start-server app-handler
-                       (open-listener (parse-listen-address
-                                       (string-append "unix:" (path->string (peer-socket-path (cfg-ref 'peer-dir) (cfg-ref 'worker-id)))))
-                                      #:socket-mode #o600)
+                       (open-private-listener (peer-name (cfg-ref 'worker-id)))
                        #:roles roles #:limits lim)))
   (define rs (start-server (if peers?
-                               (make-routing-handler handler (cfg-ref 'worker-id) (cfg-ref 'peer-dir))
+                               (make-routing-handler handler (cfg-ref 'worker-id) peer-name)
                                handler)
                            listener #:roles roles #:limits lim
                            #:allowed-clients (let ([a (cfg-ref 'allowed-clients)])
@@ -179,7 +218,7 @@
            [r (in-list (table-values (conn-requests c)))])
       (when (and (fastcgi-request-broken-ms r) (fastcgi-request-handler r))
         (hash-set! broken r (fastcgi-request-handler r))))
-    (define now (current-inexact-milliseconds))
+    (define now (now-ms))
     (define stuck
       (for/list ([(r t) (in-hash broken)]
                  #:when (and (not (thread-dead? t))
@@ -202,7 +241,8 @@
 ;; retire (the manager replaces this worker): the same, but a worker with live servlet
 ;; sessions first stops taking new connections and serves its sessions on its private
 ;; socket until none is left or session-drain seconds have passed.
-(define (serve-until-stopped a graceful stop-evt #:retire [retire never-evt] #:session-drain [drain 0])
+(define (serve-until-stopped a graceful stop-evt #:retire [retire never-evt] #:session-drain [drain 0]
+                             #:hand-to [hand-to (box '())])
   (define (next-event evts)
     (with-handlers ([exn:break:hang-up? (λ (e) 'reopen)]
                     [exn:break? (λ (e) 'stop)])
@@ -214,7 +254,8 @@
   (define (stop! what)
     (when (eq? what 'orphaned) (log-fastcgi-warning "the manager is gone: stopping"))
     (log-fastcgi-info "stopping: finishing in-flight requests (up to ~a s)" graceful)
-    ((running-server-stop (app-running a)) #:timeout graceful)
+    ((running-server-stop (app-running a)) #:timeout graceful
+                                           #:hand-to (if (eq? what 'retire) (unbox hand-to) '()))
     (when (app-private a) ((running-server-stop (app-private a)) #:timeout graceful))
     (when (app-access a) (log-file-close! (app-access a)))
     (when (app-slow-log a) (log-file-close! (app-slow-log a)))
@@ -234,10 +275,10 @@
          [else
           (log-fastcgi-info "retiring: no new connections; serving ~a live session(s) for up to ~a s"
                             n drain)
-          ((running-server-stop (app-running a)) #:timeout graceful)
+          ((running-server-stop (app-running a)) #:timeout graceful #:hand-to (unbox hand-to))
           (define deadline (+ (current-inexact-monotonic-milliseconds) (* 1000 drain)))
           (let wait ()
-            (define what (next-event (list (wrap-evt (alarm-evt (+ (current-inexact-milliseconds) 1000)) (λ (_) 'tick)))))
+            (define what (next-event (list (wrap-evt (alarm-at-evt (+ (now-ms) 1000)) (λ (_) 'tick)))))
             (case what
               [(reopen) (reopen!) (wait)]
               [(tick)
@@ -254,7 +295,7 @@
 
 ;; single-board : server hash flonum -> hash ; the status of a single-process server
 (define (single-board srv cfg start-ms)
-  (define now (current-inexact-milliseconds))
+  (define now (now-ms))
   (define stats (server-stats srv))
   (define running (unbox (server-running srv)))
   (define rss (let ([m (with-handlers ([exn:fail? (λ (e) #f)])
@@ -262,7 +303,7 @@
                 (and m (* 1024 (string->number (cadr m))))))
   (hasheq 'pool (let-values ([(b n d) (split-path (hash-ref cfg 'app))]) (path->string n))
           'pm "single" 'listen (hash-ref cfg 'listen "inherited") 'master_pid (getpid)
-          'start_time (inexact->exact (floor (/ start-ms 1000)))
+          'start_time (inexact->exact (floor (/ (wall-ms-at start-ms) 1000)))
           'uptime (inexact->exact (floor (/ (- now start-ms) 1000)))
           'generation 1
           'accepted_connections (hash-ref stats 'connections 0)
@@ -272,6 +313,7 @@
           'idle_workers (if (positive? running) 0 1)
           'total_workers 1 'max_active_workers 1 'max_workers_reached 0
           'slow_requests 0 'shed_requests (hash-ref stats 'shed 0) 'restarts 0 'recycled 0 'reloads 0 'reload_failures 0
+          'log_dropped (log-lines-dropped)
           'workers (list (hasheq 'pid (getpid) 'state (if (positive? running) "busy" "idle")
                                  'generation 1 'requests (hash-ref stats 'requests 0)
                                  'active running 'connections (hash-ref stats 'connections 0)
@@ -288,34 +330,52 @@
   (define bs (read-bytes 4096 in))
   (unless (eof-object? bs) (write-bytes bs out) (copy-port* in out)))
 
+;; load-configured-app : hash limits (string -> none)
+;;                       -> (values (fastcgi-request -> any) (listof symbol) (or/c loaded-servlet #f))
+;; The app loaded as the configuration says (`serve` and `serve --check`); fail gets the
+;; reason it does not load, as one escaped line.
+(define (load-configured-app cfg lim fail)
+  (define app (hash-ref cfg 'app))
+  (with-handlers ([(λ (e) #t)
+                   (λ (e) (fail (format "cannot load ~a: ~a" (log-escape app)
+                                        (log-escape (if (exn? e) (without-prefix (exn-message e)) e)))))])
+    (load-app app lim (cfg->servlet-settings cfg)
+              #:warn (λ (m) (log-fastcgi-warning "~a" (log-escape m))))))
+
 ;; without-prefix : string -> string ; load-app's own errors without their "raco-fastcgi: "
 (define (without-prefix msg)
   (if (regexp-match? #rx"^raco-fastcgi: " msg) (substring msg 14) msg))
 
 ;; cfg->servlet-settings : hash -> servlet-settings
-;; The secret is read here from the file the command line named: it never travels in the
-;; configuration (which is on the worker's command line).
+;; The secret never travels in the configuration (which is on the worker's command line):
+;; a worker has it from the manager's control connection ('secret), a single process
+;; reads it from the file its command line named.
 (define (cfg->servlet-settings cfg)
   (define d default-servlet-settings)
   (make-servlet-settings #:worker-id (hash-ref cfg 'worker-id (servlet-settings-worker-id d))
                          #:memory (hash-ref cfg 'servlet-memory (servlet-settings-memory d))
                          #:timeout (hash-ref cfg 'continuation-timeout (servlet-settings-timeout d))
-                         #:secret (let ([f (hash-ref cfg 'secret-file #f)]) (and f (read-secret f)))
+                         #:secret (or (hash-ref cfg 'secret #f)
+                                      (let ([f (hash-ref cfg 'secret-file #f)]) (and f (read-secret f))))
                          #:secret-lasting? (hash-ref cfg 'secret-lasting? (and (hash-ref cfg 'secret-file #f) #t))))
 
-;; read-secret : path-string -> bytes
-(define (read-secret file)
-  (define bs (call-with-input-file file (λ (in) (read-bytes 4096 in))))
-  (define secret (if (eof-object? bs) #"" (regexp-replace #px#"\\s+$" bs #"")))
-  (when (< (bytes-length secret) 16)
-    (raise-user-error 'raco-fastcgi "--secret-file ~a: the secret must have at least 16 bytes" file))
-  secret)
 
 ;; make-limits* : (listof (cons string any)) -> limits
 ;; The limits arrive as (keyword-name . value) pairs; make-limits checks the values.
 (define (make-limits* . pairs)
   (define sorted (sort pairs string<? #:key car))
   (keyword-apply make-limits (map (λ (p) (string->keyword (car p))) sorted) (map cdr sorted) '()))
+
+;; heartbeat : (string any ... -> any) -> none
+;; A line every second from a thread of its own, whatever the other threads do. It stops
+;; exactly when the worker cannot serve: the process is frozen or stopped (SIGSTOP), or
+;; the whole Racket VM is held by a foreign call made without #:blocking? (no Racket
+;; thread runs until it returns). The manager replaces a worker that falls silent.
+(define (heartbeat report!)
+  (let loop ()
+    (sleep 1)
+    (report! "beat")
+    (loop)))
 
 ;; report-loop : app (or/c natural #f) (string any ... -> void) -> none
 ;; Every 0.1 s, the counters if they changed: cheap for the manager, prompt enough for
@@ -344,11 +404,12 @@
                     (hash-ref (server-stats srv) 'connections 0) (unbox (app-slow a))
                     (hash-ref (server-stats srv) 'shed 0)
                     (inexact->exact (round (queue-delay-ms srv)))
-                    (let ([s (app-sessions a)]) (if s (unbox (cdr s)) 0))))
+                    (let ([s (app-sessions a)]) (if s (unbox (cdr s)) 0))
+                    (log-lines-dropped)))
   (define last (app-last-stat a))
   (unless (equal? now (unbox last))
     (set-box! last now)
-    (apply report! "stat ~a ~a ~a ~a ~a ~a ~a" now))
+    (apply report! "stat ~a ~a ~a ~a ~a ~a ~a ~a" now))
   now)
 
 ;; make-access-observer : log-file -> (fastcgi-request flonum -> void)
@@ -371,7 +432,7 @@
   (define pid (getpid))
   (let loop ()
     (sleep 0.5)
-    (define now (current-inexact-milliseconds))
+    (define now (now-ms))
     (for* ([c (in-list (table-values (server-connections srv)))]
            [r (in-list (table-values (conn-requests c)))])
       (define t (fastcgi-request-handler r))
@@ -392,7 +453,7 @@
          (string->bytes/utf-8
           (string-append
            (format "~a pid ~a request ~a from ~a \"~a ~a\" running for ~a s (threshold ~a s)"
-                   (timestamp now) pid (fastcgi-request-id r) (log-escape (fastcgi-request-peer r))
+                   (timestamp (current-inexact-milliseconds)) pid (fastcgi-request-id r) (log-escape (fastcgi-request-peer r))
                    (log-escape (or (request-param r #"REQUEST_METHOD") #"-"))
                    (log-escape (or (request-param r #"REQUEST_URI") #"-"))
                    (/ (round (* ran 10)) 10.0) threshold)

@@ -154,7 +154,8 @@ second.) The same goes
 for a connection whose body its handler does not read yet. Limits, the request timeout
 and the answer to a raising handler are the same either way. Requests whose body is
 still arriving, Filters, multiplexed connections and, with shedding on
-(@secref["shedding"]), every request get a thread of their own; with shedding on, every
+(@secref["shedding"]) or a @racket[#:request-memory] limit (@secref["runaway"]), every
+request get a thread of their own; with shedding on, every
 connection also gets its own reading thread instead of the event loop. One difference
 can show: a parameter that a handler sets directly, not with @racket[parameterize],
 stays set for the later requests run by the same thread: those of the same connection
@@ -247,7 +248,9 @@ sent by the request timeout) it is @tt{503 Service Unavailable}. Such a page rep
 output that was still buffered. If output has already left (a full record of 65528 bytes,
 or after @racket[flush-output] on the output port), no page can be sent: the request
 ends with an @wire{END_REQUEST} whose application status is 1, and the front sees a
-truncated answer.
+truncated answer. A call of @racket[exit] in the servlet, and a handler ended for holding
+more memory than @racket[#:request-memory], are answered the same way, 500, with a warning
+in the log (@secref["runaway"]).
 
 @subsection[#:tag "continuations"]{Continuations, the servlet module convention and stateless servlets}
 
@@ -324,8 +327,8 @@ second).
 
 @bold{Across worker processes.} Continuations live in the memory of the worker that
 captured them, and the front's connections reach any worker. Each worker of a pool that
-serves a servlet with continuations also listens on a private unix socket in the
-manager's private folder; a worker that receives a URL of another worker's continuation
+serves a servlet with continuations also listens on a private socket of the pool (no
+file: @secref["operations"]); a worker that receives a URL of another worker's continuation
 passes the FastCGI request (params as they came, body streamed) to the owner there and
 relays the answer back as it arrives. What a passed-on request costs is in
 @filepath{bench/RESULTS.md} (the @italic{passed-on} row). When the owner cannot be
@@ -481,6 +484,10 @@ The options, grouped and described as @DFlag{help} prints them, then notes:
        ``Replace a worker after it took N requests (default: never)''}
  @item{@DFlag{max-memory} @nonterm{size} ---
        ``Replace a worker whose resident memory passes SIZE, e.g. 512m (default: never)''}
+ @item{@DFlag{max-memory-hard} @nonterm{size} ---
+       ``Stop a worker whose resident memory passes SIZE at once, without waiting for its
+       requests: SIGTERM, then SIGKILL 1 s later (default: 2 x --max-memory)''
+       (@secref["recycle"]). It may not be below @DFlag{max-memory}.}
  @item{@DFlag{graceful-timeout} @nonterm{secs} ---
        ``Seconds to finish in-flight requests on stop and reload (default 30)''}
  @item{@DFlag{start-timeout} @nonterm{secs} ---
@@ -493,6 +500,10 @@ The options, grouped and described as @DFlag{help} prints them, then notes:
        The access log, slow log, status and ping paths work in this mode too (the status
        then shows the one process). SIGHUP reopens the log files here; there is no
        reload.}
+ @item{@DFlag{check} ---
+       ``Load the app and check the options and paths, then exit (status 0: all is well); serve nothing''
+       @linebreak[]
+       Like @exec{nginx -t} and @exec{php-fpm -t}: see @secref["fail-fast"].}
 ]
 
 @bold{Status and logs} --- see @secref["status"] and @secref["logs"]
@@ -560,6 +571,9 @@ The options, grouped and described as @DFlag{help} prints them, then notes:
  @item{@DFlag{request-timeout} @nonterm{secs} ---
        ``Seconds a handler may run before it is stopped and the front gets 503 (default:
        no limit)''}
+ @item{@DFlag{request-memory} @nonterm{size} ---
+       ``Memory one request's handler may hold: past it, the handler is ended and the front
+       gets 500 (default: no limit)'' (@secref["runaway"]).}
 ]
 
 A @nonterm{size} is a number of bytes, optionally followed by @tt{k}, @tt{m} or @tt{g}
@@ -609,7 +623,8 @@ a dependency that changed. Continuations captured by the old process
 When the application does not load (a syntax error, an exception while its modules are
 instantiated), every request gets a 500 page with the error text until a source file
 changes again; the error is also printed. When its process exits after it loaded (a call
-to @racket[exit] in a raw handler), a request gets a 502 page with the end of the process's
+to @racket[exit] from a thread the application started; in a handler, @racket[exit] ends
+only its request), a request gets a 502 page with the end of the process's
 output, and the next one starts a new process. With @DFlag{no-reload}, the code loaded at
 start serves until the command stops: a change is not loaded, an application that does not
 load at start stops the command with its error, and a process that exits is not replaced.
@@ -720,8 +735,9 @@ runs a manager process and several @deftech{worker} processes, as php-fpm does:
        no connection is refused while workers come and go.}
  @item{The manager never parses FastCGI and never loads the application; a worker does
        both. A broken or crashing app cannot take the manager down.}
- @item{Each worker reports to the manager over a unix socket in a private folder (mode
-       @octal{0700}): that it is ready, then its counters (requests handed to the app, requests
+ @item{Each worker reports to the manager over the manager's private control socket (no
+       file; only processes of the manager's user may connect: @secref["operations"]):
+       that it is ready, then its counters (requests handed to the app, requests
        in flight, connections accepted, slow requests) every 0.1 s while they change.
        After a second with nothing changed and nothing in flight, a worker waits for its
        next request before it looks again (an idle worker wakes 4 times a second), so
@@ -762,6 +778,17 @@ on one of its open connections while it drains is still answered, and the connec
 closed after it; a new request on a connection that already has another in flight
 (HAProxy's multiplexing) is answered 503.
 
+Every deadline and interval, in the manager and in the workers, runs on the monotonic
+clock: the connection and request timeouts of @secref["limits"], the keepalive idle time,
+@DFlag{graceful-timeout}, @DFlag{start-timeout}, @DFlag{session-drain}, the drain of a
+closing connection, the memory checks of @DFlag{max-memory}, the refresh of the status,
+and the pause after crashes. A step of the wall clock (NTP, a virtual machine resumed,
+@exec{date -s}) forward or back fires none of them early and delays none. The wall clock
+is read only for a time that is shown, when it is shown: log lines, the HTTP @tt{Date},
+and the status page's @tt{start_time}, which is the wall clock now less the uptime (after
+a step, the start as the wall clock now reads it). @filepath{tests/clock-step-test.rkt}
+steps the wall clock of a running pool an hour forward and two hours back.
+
 @subsection[#:tag "recycle"]{Replacing workers}
 
 @itemlist[
@@ -770,21 +797,130 @@ closed after it; a new request on a connection that already has another in fligh
        less than 10 seconds after it started, or before it was ready, counts as a crash:
        from the second crash in a row the manager waits before the next start, 0.1 s and
        then twice as long each time, up to 30 s, and logs an error line with the pause
-       (@tt{next start in 0.4 s}). A worker that lived longer resets the count.}
+       (@tt{next start in 0.4 s}). A worker that lived longer resets the count, and so
+       does a worker started after the last crash once it has lived 10 seconds.}
  @item{@bold{Recycling}: a worker that has taken @DFlag{max-requests} requests (handed to the app), or
        whose resident memory passes @DFlag{max-memory}, is replaced gracefully: the
        manager starts a fresh worker first, and only when that one is ready does the old
        one drain and exit. The old worker goes on serving meanwhile, so the limits are
        soft by the time a new worker takes to load the app.}
+ @item{@bold{Past the hard ceiling}: a worker whose resident memory passes
+       @DFlag{max-memory-hard} (by default twice @DFlag{max-memory}; with neither, no
+       ceiling) is not waited for, since a handler that allocates without bound would go
+       on growing while its worker drains behind it. The manager logs a warning such as
+       @tt{stopping worker 4242 at once (SIGKILL in 1 s): memory 612 MiB over the hard
+       ceiling of 600 MiB (2 x --max-memory)}, starts a replacement, and sends the worker
+       SIGTERM, so that the requests it holds that can finish within a second do; then
+       SIGKILL. What is still in flight is lost with it (nginx answers 502). It counts in
+       the status's @tt{recycled}. With either option, the manager reads the workers'
+       resident memory 4 times a second, else once a second.}
  @item{@bold{A worker that does not load} within @DFlag{start-timeout} seconds is killed
        (and counts as a crash).}
+ @item{@bold{A worker that falls silent}: once ready, every worker sends the manager a line
+       each second from a Racket thread of its own. That thread stops exactly when the
+       worker cannot serve: the process is frozen or stopped (SIGSTOP), or its whole VM
+       is held by a foreign call made without @racket[#:blocking? #t] (no Racket thread
+       runs until the call returns, the accepting ones included). After 3 seconds without
+       a line the worker shows as @tt{late} on the status (its state, and
+       @tt{late_workers}); after the @DFlag{request-timeout} plus 10 seconds (without
+       @DFlag{request-timeout}: 60 plus 10 seconds) the manager kills it with SIGKILL,
+       logs @tt{worker 1234 sent nothing for 11 s (frozen, stopped, or blocked in a
+       foreign call): killing it}, counts it under @tt{unresponsive_kills} and starts its
+       replacement at once. The requests on its connections fail with it (the front sees
+       the connection close; nginx answers 502); connections still waiting in the listen
+       queue are accepted by the other workers or by the replacement, so none waits
+       without bound.}
  @item{@bold{A handler that hangs}: with @DFlag{request-timeout}, the handler's thread
        gets a break, the front gets 503, and the worker goes on (@secref["limits"]). A
        handler that ignores the break (breaks disabled, a foreign call) has its request
        ended 5 s later, still with a 503 when nothing of its answer had left; if its
        thread is still running 10 s after that, the worker cannot get it back and asks to
        be replaced, as for @DFlag{max-requests}.}
+ @item{@bold{A handler that allocates without bound, or calls @racket[exit]}: its
+       request ends and the worker goes on (@secref["runaway"]).}
 ]
+
+@subsection[#:tag "runaway"]{Runaway handlers: memory and exit}
+
+A handler that runs away ends its own request, not the process that serves it.
+
+@bold{Memory.} With @DFlag{request-memory} (the @racket[#:request-memory] limit), each
+handler runs in a thread of its own under a custodian of its own, limited with
+@racket[custodian-limit-memory]. Racket charges that custodian with the memory its
+threads (the handler's, and those it starts) reach and the rest of the process does not,
+and shuts it down when a major collection finds it over the limit: its threads are killed
+wherever they are, and the request is answered 500 (or, when some of its answer has left,
+ended with application status 1, a truncated answer). One warning is logged, such as
+@tt{request 1 from unix GET /leak: over --request-memory 50 MiB: ended}; the other requests
+and the worker go on. Notes:
+@itemlist[
+ @item{What a handler adds to something the process keeps (a cache, a session, a global)
+       is the process's, not the request's: it is not counted, and @DFlag{max-memory} and
+       the hard ceiling are the bound for that.}
+ @item{The limit is checked at major collections: a handler that allocates fast may hold
+       a few times the limit before it is ended.}
+ @item{A killed thread gives back nothing it held. A lock of the application's own that it
+       held stays taken, as after @racket[kill-thread] (prefer kill-safe abstractions). A
+       handler killed in the middle of a send has its connection closed, since a record
+       may be half written; the front then answers 502.}
+ @item{Threads that a handler starts stay under its custodian, and its limit, after the
+       request has ended.}
+ @item{The cost: each request gets a custodian and two threads (one waits for the
+       handler's), runs in a thread of its own rather than in the thread that reads its
+       connection (@secref["apps"]), and every major collection also accounts for the
+       memory of the custodians. Without the limit none of this is made.}
+]
+
+@bold{exit.} A call of @racket[exit] in a handler (in the thread that runs it: a raw
+handler, a servlet, with or without a memory limit) ends that request as a raised
+exception would (@secref["servlets"]): a 500 page when nothing of its answer has left,
+else @wire{END_REQUEST} with application status 1, and a warning such as
+@tt{request 1 from unix GET /exit: handler called exit: request ended}. The process goes
+on serving, as under @racketmodname[web-server]'s servlet dispatcher. Elsewhere (while the
+application loads, in a thread it started) @racket[exit] does what it always does: the
+process exits, and the manager replaces the worker.
+
+@subsection[#:tag "fail-fast"]{Fail fast, fail loud}
+
+A server that cannot work says so at once, in one line, and exits; it does not leave a
+socket that accepts connections and never answers.
+
+@itemlist[
+ @item{@bold{Before it listens}, @exec{raco fastcgi serve} opens the @DFlag{access-log},
+       @DFlag{slow-log} and @DFlag{pid-file} files for appending and closes them again (a
+       file that was not there is removed). One that cannot be opened ends the command
+       with exit status 1 and one line naming the option, such as
+       @tt{raco-fastcgi: --access-log /var/log/app/a.log: cannot open it for writing: No
+       such file or directory}. An address it cannot listen on ends it the same way
+       (@tt{cannot bind 127.0.0.1:9000: Address already in use}).}
+ @item{@bold{Until a worker has been ready once}, a worker that cannot start ends the
+       manager: the app raises while it loads or provides no handler, a log file cannot be
+       opened, or @DFlag{start-timeout} passes. The worker tells the manager why over its
+       report socket; the manager logs one line, such as @tt{fatal [1234] fastcgi: cannot
+       start: cannot load /srv/app.rkt: app: no database}, kills the other workers that
+       were starting, removes the socket file, the pid file and the status file, and exits
+       with status 1, as soon as the first worker fails (the time it takes to load the
+       app). With @DFlag{pm} @tt{ondemand} no worker starts before the first connection
+       waits, so the check comes then: run @DFlag{check} when deploying.}
+ @item{@bold{After a good start}, workers that die are replaced with the pause of
+       @secref["recycle"] and the manager lives on (a database down for a while must not
+       stop the pool). The manager's log line names the reason a worker gave
+       (@tt{worker 1240 exited unexpectedly (exit status 3) after 0.3 s: cannot load
+       ...}), and the status shows @tt{start_failures} (workers in a row that died before
+       they were ready or soon after) and @tt{last_start_error}.}
+]
+
+@DFlag{check} does what a start would do without serving: the options are parsed and
+their values checked, the log and pid files are opened as above, the listen address is
+parsed and, for a unix socket, its folder must exist and @DFlag{socket-owner} and
+@DFlag{socket-group} must name a known user and group; the app is loaded in this process
+by the loader the workers use, with the same limits and servlet settings. It prints
+@tt{raco fastcgi serve: configuration ok: /srv/app.rkt loads (raw handler; roles
+(responder)), listen unix:/run/app.sock} and exits 0, or prints the one line that a start
+would and exits 1. It does not bind the address: a running server holds it (checking a
+new configuration before a reload is the point), and a check must not leave a socket file
+behind. An app whose module starts something when it loads (a thread, a connection) does
+so during the check too.
 
 @subsection[#:tag "signals"]{Signals and reload}
 
@@ -798,7 +934,11 @@ closed after it; a new request on a connection that already has another in fligh
        one of them is ready, the old generation drains and exits. The listening socket
        stays open throughout. If a new worker dies before it is ready (the new code does
        not load), the reload fails: the new generation is stopped, the old one goes on
-       serving, and the status counts @tt{reload failures}.}
+       serving, the status counts @tt{reload failures} and shows why in
+       @tt{last_reload_error}. Reloads run one at a time: a SIGHUP that comes while one is
+       under way starts another reload once that one is done or has failed (several such
+       SIGHUPs make one), so the code on disk at the last SIGHUP is what serves in the
+       end.}
  @item{@bold{SIGUSR1}: reopen the log files (for logrotate). The manager passes it on to
        every worker as SIGHUP, which workers take as ``reopen your log files''.}
 ]
@@ -817,9 +957,16 @@ For scripts and systemd units, @exec{raco fastcgi ctl} does the same by pid file
 @itemlist[
  @item{@exec{status} prints the pool's status (text, or JSON with @DFlag{json}) from
        @filepath{FILE.status.json}, which the manager rewrites while anything changes
-       (and at least once a second).}
+       (and at least once a second), writing the pid file again too if it was removed.}
  @item{@exec{reload} sends SIGHUP and waits until the new generation serves (exit status
-       0) or the reload failed (exit status 1, with the reason on stderr).}
+       0) or the reload failed (exit status 1, with the reason on stderr). It waits for
+       the reload that answers its own SIGHUP, which is the one after the reload under
+       way, if there was one: the manager publishes how many reloads it was asked for
+       (@tt{reload_asks}) and how many of them the last finished reload answers
+       (@tt{reload_settled}). On failure it prints, for example, @tt{raco fastcgi ctl:
+       reload failed: a worker of generation 3 died before it was ready: cannot load
+       /srv/app.rkt: app: broken; generation 2 goes on serving}. Two @exec{ctl reload}
+       run at the same moment may both be answered by the same reload.}
  @item{@exec{stop} sends SIGTERM and waits until the manager has exited (status 0), or
        @DFlag{timeout} seconds (default 60; status 1).}
 ]
@@ -842,8 +989,8 @@ several copies itself (lighttpd's @tt{max-procs}), so @DFlag{workers} @tt{1} (or
 
 With @DFlag{status-path} @tt{/status}, a request whose path (the @wire{REQUEST_URI} up
 to any @litchar{?}, or @wire{SCRIPT_NAME} when there is no @wire{REQUEST_URI}) is
-@tt{/status} is answered by the worker that receives it, from the manager's status file,
-and never reaches the app. The query string picks the format: nothing (text),
+@tt{/status} is answered by the worker that receives it, with the status it asks the
+manager for over the control socket, and never reaches the app. The query string picks the format: nothing (text),
 @tt{?json}, @tt{?openmetrics} (Prometheus and OpenMetrics text, content type
 @tt{application/openmetrics-text; version=1.0.0}), or @tt{?html} (a page that refreshes
 itself every 2 seconds). With @DFlag{ping-path} @tt{/ping}, that path answers
@@ -852,16 +999,24 @@ itself every 2 seconds). With @DFlag{ping-path} @tt{/ping}, that path answers
 
 The JSON object has these fields (the text and HTML formats show the same):
 @tt{pool} (the app file's name), @tt{pm}, @tt{listen}, @tt{master_pid},
-@tt{start_time} (Unix seconds), @tt{uptime} (seconds), @tt{generation} (1, plus one per
+@tt{start_time} (Unix seconds: the wall clock now less the uptime), @tt{uptime} (seconds), @tt{generation} (1, plus one per
 reload), @tt{accepted_connections}, @tt{requests}, @tt{listen_queue} (connections waiting
 in the accept queue: TCP only, read from the socket's @tt{TCP_INFO}; @tt{null} for a unix
 socket), @tt{active_workers} (with a request in flight), @tt{idle_workers},
-@tt{total_workers} (starting and draining included), @tt{max_active_workers} (since
+@tt{total_workers} (starting and draining included), @tt{late_workers} and
+@tt{unresponsive_kills} (workers that stopped reporting, and those killed for it:
+@secref["recycle"]), @tt{max_active_workers} (since
 start, sampled 4 times a second), @tt{max_workers_reached}, @tt{slow_requests},
 @tt{shed_requests} (answered 503 at once because a worker was overloaded:
-@secref["shedding"]), @tt{restarts} (workers started again after an unexpected exit), @tt{recycled},
-@tt{reloads}, @tt{reload_failures}, and @tt{workers}: one object per worker process with
-@tt{pid}, @tt{state} (@tt{starting}, @tt{idle}, @tt{busy} or @tt{draining}),
+@secref["shedding"]), @tt{log_dropped} (log lines dropped because their log was not being
+read: @secref["log-stall"]), @tt{restarts} (workers started again after an unexpected exit), @tt{recycled},
+@tt{reloads}, @tt{reload_failures}, @tt{reload_asks} (SIGHUPs received),
+@tt{reload_settled} (how many of those the last finished reload answers),
+@tt{last_reload_error} (why the last reload failed; @tt{null} when it worked),
+@tt{start_failures} and @tt{last_start_error} (@secref["fail-fast"]; 0 and @tt{null} again
+once a worker started after the last failure has lived 10 seconds), and @tt{workers}: one object per worker process with
+@tt{pid}, @tt{state} (@tt{starting}, @tt{idle}, @tt{busy}, @tt{draining}, or @tt{late}:
+silent for 3 seconds or more, see @secref["recycle"]),
 @tt{generation}, @tt{requests}, @tt{active}, @tt{connections}, @tt{shed},
 @tt{queue_delay} (milliseconds of CPU work its running handlers have ahead, as
 @secref["shedding"] estimates it), @tt{memory} (resident bytes), @tt{start_time} and @tt{uptime}. A worker's counters are as fresh as its last
@@ -903,6 +1058,27 @@ thread's stack at that moment:
 
 Errors and events go to standard error (@secref["logging"]); SIGUSR1 reopens the access
 and slow logs.
+
+@subsubsection[#:tag "log-stall"]{When a log is not read}
+
+Writing a log never holds up a request, and a log that cannot be written does not make a
+process grow. In every process (the manager and each worker), the lines of standard
+error, of the access log and of the slow log go into a buffer in memory, one for each log
+and of at most 1 MiB, and a thread of their own writes them out: only that thread waits
+when the reader is slow (standard error or @tt{--access-log -} on a pipe that nobody
+reads, a terminal that is paused). A line that comes while its buffer is full is
+dropped and counted. The status shows the lines dropped so far, in the manager and the
+workers together, as @tt{log_dropped}; and once the log is written again, a line says
+how many were dropped: in standard error itself, or, for the access and slow logs, on
+standard error:
+
+@verbatim|{2026-11-20T23:10:02 warning [1573] fastcgi: log: 5120 lines dropped while the log was not being read
+2026-11-20T23:10:02 warning [1573] fastcgi: log to standard output: 812 lines dropped while the log was not being read}|
+
+A write that fails (a full disk, a closed pipe) loses the lines it carried; it is
+logged at most once a second, with how many more writes failed since the last such line:
+
+@verbatim|{2026-11-20T23:11:45 error [1573] fastcgi: cannot write /var/log/app/access.log: error writing to stream port; system error: No space left on device; errno=28 (14 more failed writes since the last such line)}|
 
 @; ---------------------------------------------------------------------------------------
 @include-section["deploy.scrbl"]
@@ -1057,6 +1233,7 @@ used and a warning is logged.
           [#:read-timeout read-timeout (>/c 0) 30]
           [#:write-timeout write-timeout (>/c 0) 30]
           [#:request-timeout request-timeout (or/c #f (>/c 0)) #f]
+          [#:request-memory request-memory (or/c #f exact-positive-integer?) #f]
           [#:max-queue-delay max-queue-delay (or/c #f (>/c 0)) #f]
           [#:drain-timeout drain-timeout (>/c 0) 2])
          limits?]{
@@ -1216,7 +1393,9 @@ a prefix (@litchar{fastcgi: }). The topic @racket['fastcgi] is printed at the le
 printed, so an application that logs untrusted text cannot split or forge a line either.
 Each event is printed once: the commands load the server
 and the application under a logger of their own, so Racket's default standard-error
-receiver does not print it a second time. For example:
+receiver does not print it a second time. The lines are printed by a thread of their
+own through a bounded buffer, so a standard error that nobody reads holds up nothing
+and lines are dropped and counted instead (@secref["log-stall"]). For example:
 
 @verbatim|{2026-11-20T23:08:06 warning [1571] fastcgi: worker 1573 exited unexpectedly (killed by SIGKILL) after 5.9 s}|
 
@@ -1472,6 +1651,12 @@ not run.
              does not catch it is answered 503 if nothing has been sent yet. A handler
              that is still running 5 s after the break has its request ended with
              @wire{END_REQUEST} (application status 1), and its later writes fail.})
+  (row @racket[#:request-memory] @elem{@racket[#f] (none)}
+       @elem{500: a handler whose threads hold more than this many bytes that the rest of
+             the process does not reach is killed at the next major collection that sees
+             it; if some of its answer had left, its request ends with
+             @wire{END_REQUEST} (application status 1). Each handler then runs in a
+             thread of its own, under a custodian of its own (@secref["runaway"]).})
   (row @racket[#:max-queue-delay] @elem{@racket[#f] (off)}
        @elem{503 at once: a request whose params complete while the handlers running
              have more than this much CPU work ahead of it, estimated as their number
@@ -1684,6 +1869,42 @@ logged, not sent to the front.
 
 @bold{Response headers.} CR, LF and NUL in a servlet's status message and headers are
 replaced by spaces, and hop-by-hop headers are dropped (@secref["servlets"]).
+
+@subsection[#:tag "operations"]{What the server promises an operator}
+
+@bold{Nothing leaks to subprocesses.} A program that a handler starts (with Racket's
+@racket[subprocess] or @tt{system}, or through a C library) inherits none of the
+server's descriptors: the listening socket, accepted connections, the manager's control
+socket, the workers' private sockets and the access and slow logs are close-on-exec, and
+so is every descriptor a worker holds once its app is loaded (Racket's own among them).
+Racket's @racket[subprocess] closes all but the standard three in the child anyway;
+@tt{system} through the FFI and C libraries do not. The listening socket a
+process inherits as fd 0 (from the manager, or from a web server that spawned it) is
+moved to a close-on-exec descriptor at start and @filepath{/dev/null} takes fd 0's
+place, so a program given the worker's standard input reads nothing; a systemd socket
+(fd 3) is made close-on-exec. A program that outlives the pool (a daemon started by a
+handler) therefore never keeps its port: the pool can be started again on the same
+address at once.
+
+@bold{Routine cleanup cannot break a running pool.} Nothing the manager and its workers
+need at run time is kept in a temporary folder, so cleaning @filepath{/tmp} or
+@filepath{/var/tmp} (@tt{systemd-tmpfiles}, @tt{tmpreaper}, @tt{rm -rf /tmp/*}) under a
+running pool breaks neither a reload nor a worker started to replace one. The manager's
+control socket and each worker's relay socket (@secref["continuations"]) are Linux
+abstract unix sockets, which have a name and no file; since such a name has no
+permissions, each end checks the other's user with @tt{SO_PEERCRED}: a connection from a
+process of another user is closed at once (and logged, at most one line a second), and a
+name held by another user's process is never connected to. The names are unique to each
+manager, and a relay socket's name carries a MAC of the worker's number under a key only
+the pool knows, so no other user can take it first. Stateless servlets' secret (the
+@DFlag{secret-file}'s, read by the manager at start and at each reload, or one it makes at
+start) and that key reach each worker over its control connection: never in a file, on a
+command line or in the environment. A worker answering @DFlag{status-path} asks the
+manager for the status over the same socket. Beyond the paths it is given (a unix
+socket of @DFlag{listen}, @DFlag{pid-file} and @filepath{FILE.status.json} beside it),
+the manager keeps no file; it writes the pid and status files again if they are removed.
+A listening socket's file cannot be made again (a new file would be a new socket, not the
+one the workers accept on): put it where nothing cleans, such as @filepath{/run}.
 
 @bold{Params are not environment variables.} Params are never put into the process's
 environment, so a @wire{HTTP_PROXY} param (from a client's @tt{Proxy} header) cannot set

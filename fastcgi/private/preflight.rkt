@@ -1,0 +1,67 @@
+#lang racket/base
+;; Checks made before a server starts (`serve`, and all that `serve --check` does but load
+;; the app): the files it will write can be opened, its listen address makes sense. Each
+;; problem is one line for the operator (a user error naming the option), never a stack
+;; trace, and a check leaves nothing behind.
+(require racket/contract/base
+         "ffi.rkt"
+         "transport.rkt")
+(provide
+ (contract-out
+  [check-writable-file! (-> string? path-string? void?)]
+  [check-serve-paths! (-> hash? void?)]
+  [check-listen-address! (-> hash? string?)]
+  [filesystem-reason (-> exn? string?)]))
+
+;; check-writable-file! : string path-string -> void
+;; Opens the file for appending and closes it again; a file that was not there before is
+;; removed. "-" (standard output) is always fine.
+(define (check-writable-file! flag path)
+  (unless (equal? path "-")
+    (define existed? (or (file-exists? path) (link-exists? path)))
+    (with-handlers ([exn:fail:filesystem?
+                     (λ (e) (raise-user-error 'raco-fastcgi "~a ~a: cannot open it for writing: ~a"
+                                              flag path (filesystem-reason e)))])
+      (close-output-port (open-output-file path #:exists 'append))
+      (unless existed? (delete-file path)))))
+
+;; check-serve-paths! : hash -> void ; the access log, the slow log and the pid file
+(define (check-serve-paths! cfg)
+  (for ([k (in-list '(access-log slow-log pid-file))]
+        [flag (in-list '("--access-log" "--slow-log" "--pid-file"))])
+    (define path (hash-ref cfg k #f))
+    (when path (check-writable-file! flag path))))
+
+;; check-listen-address! : hash -> string
+;; The address's form; for a unix socket, that its folder exists and its owner and group
+;; are known. The address is not bound (a running server holds it). Returns what it is.
+(define (check-listen-address! cfg)
+  (define addr (hash-ref cfg 'listen #f))
+  (define (bad fmt . args)
+    (raise-user-error 'raco-fastcgi "--listen ~a: ~a" addr (apply format fmt args)))
+  (cond
+    [(not addr) "inherited (fd 0 or systemd socket activation, at start)"]
+    [else
+     (with-handlers ([exn:fail? (λ (e) (raise-user-error 'raco-fastcgi "~a" (exn-message e)))])
+       (parse-listen-address addr))
+     (define m (regexp-match #rx"^unix:(.*)$" addr))
+     (when m
+       (define-values (dir name must-be-dir?) (split-path (path->complete-path (cadr m))))
+       (unless (and (path? dir) (directory-exists? dir))
+         (bad "no folder ~a for the socket" dir))
+       (for ([k (in-list '(socket-owner socket-group))]
+             [lookup (in-list (list uid-of-user gid-of-group))]
+             [what (in-list '("user" "group"))])
+         (define who (hash-ref cfg k #f))
+         (when (and (string? who) (not (lookup who)))
+           (raise-user-error 'raco-fastcgi "--~a ~a: unknown ~a" k who what))))
+     addr]))
+
+;; filesystem-reason : exn -> string
+;; The system's words ("No such file or directory") from a filesystem error, whose
+;; message otherwise runs over several lines.
+(define (filesystem-reason e)
+  (define msg (exn-message e))
+  (cond
+    [(regexp-match #rx"system error: ([^;\n]*)" msg) => cadr]
+    [else (car (regexp-match #rx"^[^\n]*" msg))]))
