@@ -13,7 +13,9 @@
 ;;
 ;; Each worker of a manager receives on a unix socket of the abstract namespace (no file
 ;; that a cleanup of /tmp could remove), named after the manager's pid and the worker's
-;; id; such a socket has no permissions, so a sender whose uid is not ours is refused.
+;; id; such a socket has no permissions, so each end checks the other's user
+;; (SO_PEERCRED): a sender whose uid is not ours is refused, and a connection is never
+;; sent to a name that another user's process holds.
 ;; One SOCK_SEQPACKET connection per connection handed over, carrying one message:
 ;; the descriptor, and as data the peer's length (2 bytes), the peer, the pending bytes.
 (require ffi/unsafe
@@ -26,7 +28,6 @@
 
 (define SOCK_SEQPACKET 5)
 (define SCM_RIGHTS 1)
-(define SO_PEERCRED 17)
 (define MSG_CMSG_CLOEXEC #x40000000)
 (define MSG_CTRUNC #x8)
 
@@ -59,6 +60,9 @@
   (and (>= s 0)
        (begin0
          (and (= 0 (c-connect s (make-sockaddr-un address) 110))
+              ;; a name of the abstract namespace has no permissions: another user could
+              ;; hold a worker's name; a connection goes only to a process of our own user
+              (same-user? s)
               (with-message data 24
                 (λ (msg control)
                   (ptr-set! control _size 0 20)       ; cmsg_len = CMSG_LEN(sizeof(int))
@@ -128,11 +132,10 @@
        (c-close c)])
     (loop)))
 
-;; same-user? : fd -> boolean ; SO_PEERCRED: struct ucred { pid; uid; gid }
-(define (same-user? c)
-  (define cred (make-bytes 12 0))
-  (and (= 0 (c-getsockopt c SOL_SOCKET SO_PEERCRED cred (integer->integer-bytes 12 4 #f)))
-       (= (integer-bytes->integer cred #f #f 4 8) (c-getuid))))
+;; same-user? : fd -> boolean ; is the process at the other end of ours (SO_PEERCRED)?
+(define (same-user? fd)
+  (define cred (peer-credentials fd))
+  (and cred (= (cadr cred) (c-getuid))))
 
 ;; receive-one : fd (fd string bytes -> any) -> void
 ;; The one message of a sender (waiting a little for it: it is sent right after connect).

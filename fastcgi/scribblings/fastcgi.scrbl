@@ -1872,6 +1872,42 @@ replaced by spaces, and hop-by-hop headers are dropped (@secref["servlets"]).
 
 @subsection[#:tag "operations"]{What the server promises an operator}
 
+@bold{No request lost on a reload, a recycle or a stop.} A front that keeps connections
+(nginx with @tt{upstream @"{" keepalive N; @"}"} and @tt{fastcgi_keep_conn on}, HAProxy's
+@tt{fcgi-app}) sends the next request on an idle kept connection whenever it likes, with
+nothing to say beforehand. A worker that closes such a connection can therefore meet a
+request the front has just sent on it: the front sees the connection close under it, and
+retries elsewhere only requests that are idempotent (nginx never retries a POST it has
+sent: the client gets a 502). No close of an idle kept connection is free of that race,
+so the server keeps this rule:
+@itemlist[
+ @item{A worker that is replaced (a SIGHUP reload, @DFlag{max-requests},
+       @DFlag{max-memory}, the process manager's scaling down) never closes a kept
+       connection. Once a connection has no request live on it, the worker sends the
+       socket itself to a worker that goes on serving (the manager names them: the new
+       generation's on a reload, the others on a recycle), with the bytes of a record it
+       had begun to read, over a unix socket (@tt{SCM_RIGHTS}); whatever the front sends
+       meanwhile waits in the socket for the new owner, which serves it with the pool's
+       current code. The worker stops when it has none left (or at
+       @DFlag{graceful-timeout}, when a front never leaves one idle). The log says how
+       many it handed over; one that no worker takes (none left) is closed as below.}
+ @item{A worker that stops with the pool (SIGTERM, @exec{ctl stop}) has no one to hand
+       its connections to. A kept connection is closed right after its next answer, so
+       that the front reads the end of the connection with the answer and does not use it
+       again; one that stays idle is closed after the drain timeout (2 s; the limits'
+       @racket[#:drain-timeout]). Only a
+       connection that stayed idle that whole time can still meet a request at the moment
+       it closes, which a front under load has none of. Requests that come after the
+       listening socket closed are refused at connect (nginx: 502, with @tt{connect()
+       failed} in its log), as with any stopped server: put a second pool or host behind
+       the front for stops without downtime.}
+]
+Requests in flight always finish (within @DFlag{graceful-timeout}). The tests
+@filepath{tests/integration/lossless-test.rkt} (in @exec{make test}: reloads, recycles
+by @DFlag{max-requests} and @DFlag{max-memory}, and a stop, under a load of GETs and POSTs
+with bodies through the published nginx and HAProxy files) and the @tt{reload-post},
+@tt{recycle-post} and @tt{stop-post} scenarios of @exec{make reliability} check it.
+
 @bold{Nothing leaks to subprocesses.} A program that a handler starts (with Racket's
 @racket[subprocess] or @tt{system}, or through a C library) inherits none of the
 server's descriptors: the listening socket, accepted connections, the manager's control

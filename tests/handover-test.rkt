@@ -1,0 +1,94 @@
+#lang racket/base
+;; handover.rkt: a connection's socket passed to another receiver (SCM_RIGHTS) keeps
+;; working there, with its peer and the bytes read of it so far; a receiver of another
+;; user is never sent one. (The pool-level behaviour, reloads and recycles under a front,
+;; is tests/integration/lossless-test.rkt.)
+(require racket/file
+         racket/os
+         racket/port
+         racket/runtime-path
+         racket/unix-socket
+         rackunit
+         "../fastcgi/private/handover.rkt"
+         "../fastcgi/private/transport.rkt"
+         "integration/lib.rkt")
+
+(define-runtime-path handover-module "../fastcgi/private/handover.rkt")
+(define setpriv (path->string (require-program! "/usr/bin/setpriv" "util-linux")))
+(define racket-exe (path->string (find-executable-path "racket")))
+
+;; an id no other test run uses: the names are (manager pid, worker id)
+(define (fresh-address) (handover-address (getpid) (+ 1000000 (random 1000000000))))
+
+(test-case "a socket handed over keeps working at the receiver, with its peer and pending bytes"
+  (call-with-temp-dir
+   "fcgi-handover"
+   (λ (dir)
+     (define path (path->string (build-path dir "s.sock")))
+     (define l (open-listener (parse-listen-address (string-append "unix:" path))))
+     (define-values (client-in client-out) (unix-socket-connect path))
+     (define-values (fd peer) (listener-accept-fd l))
+     (define got (make-channel))
+     (define address (fresh-address))
+     (define receiver (start-handover-receiver! address (λ (fd peer pending) (channel-put got (list fd peer pending)))))
+     (check-true (thread? receiver))
+     (check-true (hand-over! fd "peer-of-test" #"\1\2\3partial" (list (fresh-address) address))
+                 "the first address has no receiver: the second takes it")
+     ;; this process's copy is closed, as a retiring worker closes its own
+     (socket-close! fd)
+     (define r (sync/timeout 5 got))
+     (check-true (list? r) "the receiver got it")
+     (check-equal? (cadr r) "peer-of-test")
+     (check-equal? (caddr r) #"\1\2\3partial")
+     ;; what the client sends reaches the new owner, and its answer the client
+     (write-string "ping\n" client-out)
+     (flush-output client-out)
+     (define-values (in out) (fd->ports (car r) "unix"))
+     (check-equal? (read-line in) "ping")
+     (write-string "pong\n" out)
+     (flush-output out)
+     (check-equal? (sync/timeout 5 (read-line-evt client-in)) "pong")
+     (close-output-port out)
+     (close-input-port in)
+     (close-output-port client-out)
+     (close-input-port client-in)
+     (kill-thread receiver)
+     (listener-close! l))))
+
+(test-case "no receiver at all: not handed over"
+  (call-with-temp-dir
+   "fcgi-handover"
+   (λ (dir)
+     (define path (path->string (build-path dir "s.sock")))
+     (define l (open-listener (parse-listen-address (string-append "unix:" path))))
+     (define-values (client-in client-out) (unix-socket-connect path))
+     (define-values (fd peer) (listener-accept-fd l))
+     (check-false (hand-over! fd "p" #"" (list (fresh-address) (fresh-address))))
+     (socket-close! fd)
+     (close-output-port client-out)
+     (close-input-port client-in)
+     (listener-close! l))))
+
+(test-case "a name another user holds is never sent a connection"
+  (call-with-temp-dir
+   "fcgi-handover"
+   (λ (dir)
+     (define address (fresh-address))
+     (define expr
+       (format "(require (file ~s)) (void (start-handover-receiver! ~s (λ (fd peer pending) (displayln \"got one\") (flush-output)))) (displayln \"listening\") (flush-output) (sleep 30)"
+               (path->string handover-module) address))
+     (call-with-process
+      "nobody" setpriv (list "--reuid=65534" "--regid=65534" "--clear-groups" racket-exe "-e" expr)
+      #:dir dir #:stdout-pipe? #t
+      (λ (p)
+        (check-equal? (read-line/timeout (proc-stdout p) 60 "nobody's receiver") "listening")
+        (define path (path->string (build-path dir "s.sock")))
+        (define l (open-listener (parse-listen-address (string-append "unix:" path))))
+        (define-values (client-in client-out) (unix-socket-connect path))
+        (define-values (fd peer) (listener-accept-fd l))
+        (check-false (hand-over! fd "p" #"" (list address)) "refused: the receiver is nobody's")
+        (socket-close! fd)
+        (check-false (sync/timeout 1 (read-line-evt (proc-stdout p))) "nobody got nothing")
+        (close-output-port client-out)
+        (close-input-port client-in)
+        (listener-close! l))))))
