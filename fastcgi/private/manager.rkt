@@ -151,7 +151,7 @@
   (define messages (make-channel))
   (define last-board #f)
   (define last-board-ms 0.)
-  (define last-memory-ms 0.)
+  (define last-memory-ms -inf.0)                ; the first tick reads memory
   (define (total-add! k n) (hash-set! totals k (+ n (hash-ref totals k 0))))
 
   ;; spawn! : natural -> worker

@@ -11,6 +11,7 @@
 (require ffi/unsafe/atomic
          "limits.rkt"
          "protocol.rkt"
+         (only-in "table.rkt" table-count)
          (only-in "transport.rkt" sendrecs-max)
          "wire.rkt")
 (provide (except-out (struct-out fastcgi-request) fastcgi-request-pv fastcgi-request-stdin-port
@@ -73,8 +74,9 @@
 ;; most answers of a hello-world size fit; a larger one doubles its way up (a 1 MiB answer
 ;; makes 8 buffers on its way to the 64 KiB record, once per request)
 (define initial-buffer 512)
-;; room after the content for padding (7), the empty STDOUT (8) and END_REQUEST (16)
-(define tail-room 32)
+;; room after the content for padding (7), the empty STDOUT (8), END_REQUEST (16) and the
+;; closing trailer (8: see closing-trailer?)
+(define tail-room 40)
 
 ;; make-fastcgi-request : conn natural symbol boolean -> fastcgi-request
 (define (make-fastcgi-request c id role keep-conn?)
@@ -488,12 +490,30 @@
             [else at]))
     (record-header! buf at2 'end-request id 8 0)
     (end-request-content! buf (+ at2 8) app-status protocol-status)
+    (define end
+      (cond [(closing-trailer? c r) (record-header! buf (+ at2 16) 'get-values-result 0 0 0) (+ at2 24)]
+            [else (+ at2 16)]))
     (set-fastcgi-request-fill! r header-room)
-    (conn-send! c buf start (+ at2 16))
+    (conn-send! c buf start end)
     (semaphore-post (fastcgi-request-abort-sema r))
     (close-request-stdin! r)
     (close-request-data! r))
   first?)
+
+;; closing-trailer? : conn request -> boolean
+;; The server stops with no sibling to hand its connections to, and r is the last request
+;; live on its kept connection, which closes right after this answer (connection.rkt's
+;; retire!). The front must not send another request on it meanwhile: nginx keeps an
+;; upstream connection only when END_REQUEST ends what it has read of it, so a record
+;; after END_REQUEST in the same write makes it drop the connection itself, where the close
+;; alone (a separate system call) can come after nginx has taken it for the next request.
+;; The record is an empty GET_VALUES_RESULT (no values), which any FastCGI client can read.
+(define (closing-trailer? c r)
+  (define srv (conn-server c))
+  (and (fastcgi-request-keep-conn? r)
+       (server-closing? srv)
+       (not (server-handover srv))
+       (= 1 (table-count (conn-requests c)))))
 
 ;; mark-done! : request -> boolean ; #t for the one caller that ends the request
 (define (mark-done! r)
