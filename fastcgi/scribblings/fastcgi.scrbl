@@ -771,12 +771,16 @@ hello world through nginx on those 2 cores answered 40,371
 requests a second with @DFlag{workers} @tt{1} and 33,265 with @DFlag{workers} @tt{2}.
 Measure your own app behind your own front before choosing.
 
-Workers are stopped gracefully (SIGTERM): a worker stops accepting, finishes the requests
-it holds for up to @DFlag{graceful-timeout} seconds, closes its idle kept connections, and
-exits; the manager kills it (SIGKILL) 2 seconds after that bound. A request that arrives
-on one of its open connections while it drains is still answered, and the connection is
-closed after it; a new request on a connection that already has another in flight
-(HAProxy's multiplexing) is answered 503.
+Workers are stopped gracefully: a worker stops accepting and finishes the requests it
+holds for up to @DFlag{graceful-timeout} seconds; the manager kills it (SIGKILL) 2
+seconds after that bound. What becomes of its kept connections follows the rule of
+@secref["operations"]: a worker that is replaced (a reload, a recycle, scaling down)
+hands each to a worker that goes on serving once nothing is live on it, and serves
+whatever arrives on it until then, newcomers on a multiplexed connection included; a
+worker that stops with the pool answers what arrives on a kept connection and closes the
+connection after that answer (a new request on a connection that already has another in
+flight, HAProxy's multiplexing, is answered 503), and closes one still idle after the
+drain timeout.
 
 Every deadline and interval, in the manager and in the workers, runs on the monotonic
 clock: the connection and request timeouts of @secref["limits"], the keepalive idle time,
@@ -1941,6 +1945,24 @@ socket of @DFlag{listen}, @DFlag{pid-file} and @filepath{FILE.status.json} besid
 the manager keeps no file; it writes the pid and status files again if they are removed.
 A listening socket's file cannot be made again (a new file would be a new socket, not the
 one the workers accept on): put it where nothing cleans, such as @filepath{/run}.
+
+@bold{The other faults}, each described where its option is:
+@itemlist[
+ @item{A step of the wall clock, forward or back, fires no deadline early and delays
+       none: every deadline and interval runs on the monotonic clock (@secref["pm"]).}
+ @item{A request that allocates without bound ends alone under @DFlag{request-memory};
+       a worker past @DFlag{max-memory-hard} is replaced without waiting; @racket[exit]
+       in a handler ends its request only (@secref["runaway"], @secref["recycle"]).}
+ @item{A worker that is frozen, stopped or blocked in a foreign call is seen as
+       @tt{late} within seconds and replaced after @DFlag{request-timeout} plus 10
+       seconds (@secref["recycle"]).}
+ @item{Reloads run one at a time, the last one asked serves in the end, and @exec{ctl
+       reload} reports its own reload's outcome (@secref["signals"]).}
+ @item{A start that cannot work exits non-zero within seconds with one line, and leaves no
+       socket behind; @DFlag{check} validates without serving (@secref["fail-fast"]).}
+ @item{A log that is not read, or cannot be written, never holds up serving: its lines
+       are dropped and counted, errors logged at most once a second (@secref["log-stall"]).}
+]
 
 @bold{Params are not environment variables.} Params are never put into the process's
 environment, so a @wire{HTTP_PROXY} param (from a client's @tt{Proxy} header) cannot set
