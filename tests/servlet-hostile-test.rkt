@@ -244,7 +244,9 @@
   (define rate (/ (unbox made) secs))
   ;; The bound. Past --servlet-memory (64 MiB over what the worker held once the app
   ;; loaded) a store ends the least recently used half of the sessions, at most once a
-  ;; second, so what the worker holds does not grow with the flood: it must stay under half
+  ;; second unless past the bound by a quarter, so what the worker holds does not grow with
+  ;; the flood, however fast it comes (the flood's duration depends on the machine, so
+  ;; it is not a condition; sessions ended is, below): it must stay under half
   ;; of the flood's data (6000 sessions of 200 KiB: 1.2 GB). Without the hard bound,
   ;; web-server's manager keeps every session of the last 2 minutes, all of them here, and
   ;; the worker holds at least the whole data (1.7 times it, measured). The margin over
@@ -253,7 +255,6 @@
   (define data-kb (* (unbox made) session-kb))
   (printf "flood: ~a sessions in ~a s (~a a second); peak RSS ~a kB over a baseline of ~a kB; the sessions' data ~a kB\n"
           (unbox made) (/ (round (* 10 secs)) 10) (round rate) peak-kb baseline-kb data-kb)
-  (check-true (> secs 4) "the flood lasted several seconds (else the bound says little)")
   (check-true (< (- peak-kb baseline-kb) (quotient data-kb 2))
               (format "peak RSS ~a kB over a baseline of ~a kB: not under half of the sessions' ~a kB"
                       peak-kb baseline-kb data-kb))

@@ -305,8 +305,10 @@ with @racketmodname[web-server/servlet] loaded on Racket CS 8.7 already holds ab
 under @racket[serve/servlet] every continuation is under memory pressure from the start.)
 Past the threshold, every continuation loses a point every 5 seconds, and, since that alone
 would let a flood of new sessions pile up for 2 minutes, the server also ends the least
-recently used half of the sessions at once, at most once a second, when a new continuation
-is stored: their URLs get the expiration page. A manager the application brings
+recently used half of the sessions at once when a new continuation is stored, at most
+once a second unless the process is past the threshold by a quarter (so that however fast
+sessions come, what the worker holds stays near the threshold; each such eviction costs a
+major collection): their URLs get the expiration page. A manager the application brings
 (@racket['v2], @racket['stateless], @racket[#:manager]) keeps its own rules. An expired or unknown continuation
 gets the manager's expiration page (the default one is @racket[serve/servlet]'s: ``Sorry,
 this page has expired. Please go back.''; a manager without one gets that one too),
