@@ -380,7 +380,7 @@
     [(zero? id) "BEGIN_REQUEST with request id 0"]
     [(not (= (bytes-length content) 8))
      (format "BEGIN_REQUEST with content length ~a" (bytes-length content))]
-    [(table-ref reqs id #f) (format "second BEGIN_REQUEST for live request ~a" id)]
+    [(live-request reqs id) (format "second BEGIN_REQUEST for live request ~a" id)]
     [else
      (define-values (role keep?) (parse-begin-request content))
      (cond
@@ -404,6 +404,21 @@
           (start-pending! c))
         (table-set! reqs id (make-fastcgi-request c id role keep?))
         #f])]))
+
+;; live-request : table natural -> (or/c fastcgi-request #f)
+;; The request with this id that has not ended. One that has sent its END_REQUEST (state
+;; done) but whose handler thread has not yet taken it out of the table (retire!) is not:
+;; the front may reuse its id as soon as it has read that END_REQUEST, and nginx sends its
+;; next request on a kept connection at once; a reader thread that saw it before the
+;; handler's retire! took it for a second BEGIN_REQUEST and closed the connection. It
+;; leaves the table now (retire! removes a request only if it is still the one there).
+(define (live-request reqs id)
+  (define r (table-ref reqs id #f))
+  (cond
+    [(and r (eq? (fastcgi-request-state r) 'done))
+     (table-remove-if-eq! reqs id r)
+     #f]
+    [else r]))
 
 ;; params! : conn request decoder -> (or/c #f string) ; a PARAMS record, in d
 (define (params! c r d)
