@@ -71,8 +71,10 @@ bench-profile: bench-deps
 	$(RACKET) bench/profile.rkt
 
 # Load, overload, faults and soak through a real nginx (tests/reliability/run.rkt):
-# `make reliability` runs the fixed-rate, overload and fault scenarios (about 7 minutes;
-# RELIABILITY_SCALE multiplies their durations, RELIABILITY_ONLY picks some), `make soak`
+# `make reliability` runs the fixed-rate, overload and fault scenarios, among them reloads,
+# recycles and a stop under a load half of POSTs with bodies (about 7 minutes;
+# RELIABILITY_SCALE multiplies their durations, RELIABILITY_ONLY picks some: the names are
+# in `racket tests/reliability/run.rkt --help`), `make soak`
 # runs the soak for SOAK_SECONDS (default an hour). Both print a table, write their part
 # of tests/reliability/RESULTS.md, and exit 1 when a request was lost that the fault did
 # not take.

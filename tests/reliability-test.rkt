@@ -30,6 +30,7 @@
      (define md (file->string results))
      (for ([name '("steady 100" "steady 1000" "overload 3x" "recovery" "worker SIGKILLed"
                    "handler raises" "handler hangs" "mid-upload" "mid-download"
-                   "front restarted" "reload" "graceful stop")])
+                   "front restarted" "reload" "reload under POSTs" "recycling by --max-requests"
+                   "recycling by --max-memory" "graceful stop" "graceful stop under POSTs")])
        (check-true (string-contains? md name) (format "the results have the ~a row" name)))
      (check-false (regexp-match? #rx"FAIL" md) "no check failed"))))

@@ -137,3 +137,23 @@
      (check-equal? code2 1 out2)
      (check-regexp-match #rx"reload failed: .*broken at load \\(second\\)" err2)
      (check-equal? (version p) "v2" "the reload before it worked"))))
+
+;; fd-count : natural -> natural ; the process's open descriptors
+(define (fd-count pid) (length (directory-list (format "/proc/~a/fd" pid))))
+
+(test-case "reloads leave no descriptor behind in the manager"
+  (call-with-pool
+   (λ (p)
+     (define pid (proc-pid (pool-manager p)))
+     (define (reload-to! v)
+       (install! p (app-source v (pool-loads p)))
+       (define-values (code out err) (ctl-reload p))
+       (check-equal? code 0 (format "ctl reload to ~a: ~a~a" v out err))
+       (wait-until 20 (format "~a answers" v) (λ () (equal? (version p) v)))
+       ;; the replaced worker has exited and the manager has seen it
+       (wait-until 20 "one worker left" (λ () (= 1 (length (hash-ref (board p) 'workers '()))))))
+     (reload-to! "v2")
+     (define before (fd-count pid))
+     (for ([v '("v3" "v4" "v5" "v6")]) (reload-to! v))
+     (check-true (<= (fd-count pid) before)
+                 (format "manager descriptors: ~a after one reload, ~a after four more" before (fd-count pid))))))

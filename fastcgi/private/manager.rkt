@@ -291,6 +291,8 @@
   ;; exited! : worker -> void
   (define (exited! w)
     (await-reports-end! w)
+    ;; its control connection's descriptor (read-reports closed only the input side)
+    (when (worker-control w) (with-handlers ([exn:fail? void]) (close-output-port (worker-control w))))
     (hash-remove! workers (worker-pid w))
     (total-add! 'requests (worker-requests w))
     (total-add! 'accepted_connections (worker-connections w))

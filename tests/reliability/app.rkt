@@ -8,6 +8,7 @@
 ;;   /upload           reads the whole body; answers its length
 ;;   /raise            the handler raises (the front gets 500)
 ;;   /hang             never returns (the request timeout ends it with 503)
+;;   /leak/N           keeps N KiB for the life of the worker (a leak, for --max-memory)
 (require racket/string
          fastcgi)
 (provide fastcgi-handler)
@@ -26,6 +27,9 @@
     (if (< ms 20) (loop (* n 4)) (/ n ms))))
 
 (define chunk (make-bytes 65536 (char->integer #\x)))
+
+;; what /leak/N keeps (filled, so that the pages are resident)
+(define leaked '())
 
 (define (answer out status body)
   (write-string (format "Status: ~a\r\nContent-Type: text/plain\r\nContent-Length: ~a\r\n\r\n"
@@ -60,6 +64,10 @@
          (define n (read-bytes-avail! buf in))
          (if (eof-object? n) total (loop (+ total n)))))
      (answer out 200 (string->bytes/utf-8 (format "~a\n" total)))]
+    [(and (string-prefix? path "/leak/") (number-after "/leak/"))
+     => (λ (kib)
+          (set! leaked (cons (make-bytes (* 1024 kib) 1) leaked))
+          (answer out 200 #"kept\n"))]
     [(string=? path "/raise") (error 'reliability-app "raised on purpose")]
     [(string=? path "/hang") (let loop () (sleep 1) (loop))]
     [else (answer out 404 #"not found\n")]))

@@ -98,7 +98,10 @@
 (struct loadgen (proc dir out-file err-file deadline [result #:mutable]))
 
 ;; start-loadgen : path url ... -> loadgen
-;; #:mix is #f, a "PATH=W,PATH=W" string, or a list of (cons path weight)
+;; #:mix is #f, a "PATH=W,PATH=W" string, or a list of (cons path weight).
+;; #:post-share F sends that share of the requests (the others as #:method) as POSTs to
+;; #:post-path (default: the url's path) with a body of #:post-bytes (a size, or a pair
+;; (cons min max) picked per request); #:post-echo? checks each 200 answers the body's length.
 (define (start-loadgen bin
                        #:url url
                        #:rate rate
@@ -109,6 +112,10 @@
                        #:method [method "GET"]
                        #:body-bytes [body-bytes 0]
                        #:expect-bytes [expect-bytes #f]
+                       #:post-share [post-share 0]
+                       #:post-path [post-path #f]
+                       #:post-bytes [post-bytes 1024]
+                       #:post-echo? [post-echo? #f]
                        #:seed [seed 1])
   (unless (string? url) (raise-argument-error 'start-loadgen "string?" url))
   (unless (and (real? rate) (positive? rate)) (raise-argument-error 'start-loadgen "positive real?" rate))
@@ -124,6 +131,17 @@
   (unless (or (not expect-bytes) (exact-nonnegative-integer? expect-bytes))
     (raise-argument-error 'start-loadgen "(or/c #f exact-nonnegative-integer?)" expect-bytes))
   (unless (exact-integer? seed) (raise-argument-error 'start-loadgen "exact-integer?" seed))
+  (unless (and (real? post-share) (<= 0 post-share 1))
+    (raise-argument-error 'start-loadgen "(real-in 0 1)" post-share))
+  (unless (or (not post-path) (string? post-path))
+    (raise-argument-error 'start-loadgen "(or/c #f string?)" post-path))
+  (define post-bytes-arg
+    (cond
+      [(exact-nonnegative-integer? post-bytes) (number->string post-bytes)]
+      [(and (pair? post-bytes) (exact-nonnegative-integer? (car post-bytes))
+            (exact-nonnegative-integer? (cdr post-bytes)) (<= (car post-bytes) (cdr post-bytes)))
+       (format "~a-~a" (car post-bytes) (cdr post-bytes))]
+      [else (raise-argument-error 'start-loadgen "(or/c natural? (cons/c natural? natural?))" post-bytes)]))
   (define mix-arg
     (cond
       [(not mix) #f]
@@ -140,7 +158,12 @@
                   "-method" method "-body-bytes" (number->string body-bytes)
                   "-seed" (number->string seed) "-out" (path->string out-file))
             (if mix-arg (list "-mix" mix-arg) '())
-            (if expect-bytes (list "-expect-bytes" (number->string expect-bytes)) '())))
+            (if expect-bytes (list "-expect-bytes" (number->string expect-bytes)) '())
+            (if (positive? post-share)
+                (append (list "-post-share" (num post-share) "-post-bytes" post-bytes-arg)
+                        (if post-path (list "-post-path" post-path) '())
+                        (if post-echo? (list "-post-echo") '()))
+                '())))
   (define p (spawn bin args (build-path dir "stdout") err-file))
   ;; the run is bounded: sending for seconds, then in-flight requests for at most timeout
   (define deadline (+ (current-inexact-milliseconds) (* 1000 (+ seconds timeout 30))))

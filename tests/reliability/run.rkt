@@ -93,16 +93,41 @@
                                    #:dir (ctx-dir c)))
   (wait-for-tcp (ctx-port c) 10))
 
-;; start-pool! : ctx -> void ; the manager, until every worker serves
-(define (start-pool! c)
+;; start-pool! : ctx [(listof string)] -> void ; the manager, with serve-options and extra,
+;; until every worker serves
+(define (start-pool! c [extra '()])
   (set-ctx-manager! c (start-process "manager" raco
                                      (append (list "fastcgi" "serve" (path->string app-file)
                                                    "--listen" (string-append "unix:" (ctx-sock c))
                                                    "--pid-file" (ctx-pid-file c))
-                                             serve-options)
+                                             serve-options extra)
                                      #:dir (ctx-dir c)))
   (wait-until 60 "the workers to be ready"
               (λ () (= workers (length (ready-workers c))))))
+
+;; restart-pool! : ctx (listof string) -> void
+;; Stops the pool (if it still runs) and starts a new one with extra options, then warms
+;; it as call-with-ctx does. The old board is removed first: its workers are no proof of
+;; the new ones; the old log is kept as manager.stderr.N.
+(define (restart-pool! c extra)
+  (when (ctx-manager c) (stop-process! (ctx-manager c) #:timeout 30))
+  (define status-file (string-append (ctx-pid-file c) ".status.json"))
+  (when (file-exists? status-file) (delete-file status-file))
+  (define log (build-path (ctx-dir c) "manager.stderr"))
+  (when (file-exists? log)
+    (rename-file-or-directory log (build-path (ctx-dir c) (format "manager.stderr.~a" (length (old-manager-logs c))))))
+  (start-pool! c extra)
+  (run-loadgen (ctx-bin c) #:url (url c "/hello") #:rate 200 #:seconds 2))
+
+;; old-manager-logs : ctx -> (listof path) ; the logs of the pools restart-pool! replaced
+(define (old-manager-logs c)
+  (for/list ([f (in-list (directory-list (ctx-dir c)))]
+             #:when (regexp-match? #rx"^manager[.]stderr[.][0-9]+$" (path->string f)))
+    f))
+
+;; pool-running? : ctx -> boolean
+(define (pool-running? c)
+  (and (ctx-manager c) (eq? 'running (subprocess-status (proc-subprocess (ctx-manager c))))))
 
 ;; board : ctx -> (or/c hash #f) ; the status the manager publishes
 (define (board c)
@@ -314,17 +339,47 @@
                   (if first-second (hash-ref first-second 's200) "-")
                   (if first-second (hash-ref first-second 'sent) "-"))))
 
-;; under-load : ctx (-> any) #:rate #:seconds #:mix -> (values res lines info)
-;; Runs the background load, calls fault at a third of it, waits, and returns the load's
-;; result with the nginx error lines of the scenario.
-(define (under-load c fault #:rate [rate 200] #:seconds [seconds 12] #:mix [mix "/hello=90,/slow/50=10"])
+;; under-load : ctx (-> any) #:rate #:seconds #:mix #:posts? #:at -> (values res lines info)
+;; Runs the background load, calls fault at the fraction at of it (a third), waits, and
+;; returns the load's result with the nginx error lines of the scenario. With posts?,
+;; post-share of the requests are POSTs to /upload (see post-bytes), the others GETs of mix.
+(define (under-load c fault #:rate [rate 200] #:seconds [seconds 12] #:mix [mix "/hello=90,/slow/50=10"]
+                    #:posts? [posts? #f] #:at [at 1/3])
   (define mark (error-log-mark c))
   (define s (secs seconds))
-  (define h (start-loadgen (ctx-bin c) #:url (url c "/") #:mix mix #:rate rate #:seconds s #:timeout 30))
-  (sleep (/ s 3))
+  (define h (start-loadgen (ctx-bin c) #:url (url c "/") #:mix mix #:rate rate #:seconds s #:timeout 30
+                           #:post-share (if posts? post-share 0) #:post-path "/upload"
+                           #:post-bytes post-bytes #:post-echo? #t))
+  (sleep (* s at))
   (define info (fault))
   (define res (loadgen-wait h))
   (values res (error-log-since c mark) info))
+
+;; The POST-heavy load of the -post scenarios: a front retries a GET that met a closed kept
+;; connection, but never a POST it has sent, so only POSTs show such a close (as a 502).
+;; Half the requests POST a body of 2 to 16 KiB to /upload (answered with its length, which
+;; the generator checks), half GET /hello and some /slow/50 (so that nginx keeps tens of
+;; connections busy). The rate: high enough that the code before the handover lost POSTs
+;; in every one of these scenarios; low enough that while new workers start (both cores
+;; busy for a moment) the pool does not shed load (a higher rate got 503s from
+;; --max-queue-delay during the reloads).
+(define post-share 1/2)
+(define post-bytes (cons 2048 16384))
+(define post-rate 2000)
+(define post-mix "/hello=90,/slow/50=10")
+
+;; method-notes : jsexpr -> string ; what each method got
+(define (method-notes res)
+  (define by-method (hash-ref res 'by_method (hasheq)))
+  (string-join
+   (for/list ([m (in-list (sort (hash-keys by-method) symbol<?))])
+     (define v (hash-ref by-method m))
+     (format "~a: ~a sent, ~a not 200 (statuses ~a, errors ~a)"
+             m (hash-ref v 'sent) (- (hash-ref v 'sent) (hash-ref (hash-ref v 'by_status) '|200| 0))
+             (jsexpr->string (hash-ref v 'by_status))
+             (jsexpr->string (for/hasheq ([(k n) (in-hash (hash-ref v 'errors))] #:when (positive? n))
+                               (values k n)))))
+   "; "))
 
 (define (fault-row! name c s0 res lines unavoidable notes)
   (define s1 (settle c))
@@ -436,43 +491,149 @@
               (list (format "the front was away for ~a ms; unavoidable: the requests that found no front (connect refused: ~a)"
                             (~r down-ms #:precision 0) refused))))
 
-(define (fault-reload c)
-  (define s0 (snapshot c))
-  (define gen0 (hash-ref (or (board c) (hasheq)) 'generation 1))
-  (define-values (res lines info)
-    (under-load c (λ () (send-signal! (proc-pid (ctx-manager c)) SIGHUP))))
-  (wait-until 60 "the new generation" (λ () (> (hash-ref (or (board c) (hasheq)) 'generation 1) gen0)))
+(define (generation c) (hash-ref (or (board c) (hasheq)) 'generation 1))
+
+;; wait-reloaded : ctx natural -> void ; until a generation after gen0 serves alone
+(define (wait-reloaded c gen0)
+  (wait-until 60 "the new generation" (λ () (> (generation c) gen0)))
   (wait-until 60 "the old generation gone"
               (λ () (for/and ([w (in-list (hash-ref (or (board c) (hasheq)) 'workers '()))])
-                      (> (hash-ref w 'generation) gen0))))
-  (fault-row! "reload (SIGHUP to the manager)" c s0 res lines 0
-              (list (format "generation ~a -> ~a" gen0 (hash-ref (or (board c) (hasheq)) 'generation 1)))))
+                      (> (hash-ref w 'generation) gen0)))))
 
-;; graceful stop: the last scenario, as it ends the pool
-(define (fault-stop c)
+(define (fault-reload c)
+  (define s0 (snapshot c))
+  (define gen0 (generation c))
+  (define-values (res lines info)
+    (under-load c (λ () (send-signal! (proc-pid (ctx-manager c)) SIGHUP))))
+  (wait-reloaded c gen0)
+  (fault-row! "reload (SIGHUP to the manager)" c s0 res lines 0
+              (list (format "generation ~a -> ~a" gen0 (generation c)))))
+
+;; The manager's log (its workers' lines too), to count the kept connections that retiring
+;; workers handed over to the others.
+(define (manager-log c) (build-path (ctx-dir c) "manager.stderr"))
+(define (manager-log-mark c) (if (file-exists? (manager-log c)) (file-size (manager-log c)) 0))
+(define (handed-over-since c mark)
+  (for/sum ([l (in-list (if (file-exists? (manager-log c))
+                            (call-with-input-file (manager-log c) (λ (in) (file-position in mark) (port->lines in)))
+                            '()))])
+    (define m (regexp-match #rx"handed ([0-9]+) kept connection" l))
+    (if m (string->number (cadr m)) 0)))
+
+(define (post-load-text res get-mix)
+  (format "load: ~a req/s for ~a s, ~a% of them POSTs of ~a to ~a bytes to /upload (each answer checked to be the body's length), the others GETs of ~a"
+          post-rate (~r (hash-ref res 'duration) #:precision 1) (~r (* 100 post-share) #:precision 0)
+          (car post-bytes) (cdr post-bytes) get-mix))
+
+(define (post-load-notes c res log-mark)
+  (list (post-load-text res post-mix)
+        (method-notes res)
+        (format "kept connections handed over by retiring workers (their log): ~a" (handed-over-since c log-mark))))
+
+;; worker-rss-mib : ctx -> natural ; the most resident memory of one ready worker, MiB
+(define (worker-rss-mib c)
+  (quotient (for/fold ([m 0]) ([w (in-list (ready-workers c))])
+              (max m (with-handlers ([exn:fail? (λ (e) 0)]) (status-memory-kb (hash-ref w 'pid) 'VmRSS))))
+            1024))
+
+;; reload-post : SIGHUP reloads one after the other (each waited for) under the POST load
+(define (fault-reload-post c)
+  (define s0 (snapshot c))
+  (define gen0 (generation c))
+  (define log-mark (manager-log-mark c))
+  (define reloads 5)
+  (define-values (res lines info)
+    (under-load c #:posts? #t #:rate post-rate #:mix post-mix #:seconds 20 #:at 1/10
+                (λ ()
+                  (for ([_ (in-range reloads)])
+                    (define g (generation c))
+                    (send-signal! (proc-pid (ctx-manager c)) SIGHUP)
+                    (wait-reloaded c g)
+                    (sleep 1)))))
+  (define name (format "reload under POSTs (~a SIGHUPs)" reloads))
+  (fault-row! name c s0 res lines 0
+              (cons (format "generation ~a -> ~a" gen0 (generation c))
+                    (post-load-notes c res log-mark)))
+  (check! (>= (generation c) (+ gen0 reloads)) (format "~a: ~a reloads done" name reloads)))
+
+;; recycle-post : a pool with options that recycle its workers, under the POST load; the
+;; pool of the other scenarios is started again afterwards. leak: #f, or (cons path rate),
+;; a GET load alongside (its requests must all be answered 200 too).
+(define (fault-recycle-post c name options what #:leak [leak #f])
+  (restart-pool! c options)
+  (define s0 (snapshot c))
+  (define log-mark (manager-log-mark c))
+  (define recycled0 (hash-ref (or (board c) (hasheq)) 'recycled 0))
+  (define side (and leak (start-loadgen (ctx-bin c) #:url (url c (car leak)) #:rate (cdr leak)
+                                        #:seconds (secs 15) #:timeout 30 #:seed 4)))
+  (define-values (res lines info)
+    (under-load c void #:posts? #t #:rate post-rate #:mix post-mix #:seconds 15))
+  (define side-res (and side (loadgen-wait side)))
+  (define recycled (- (hash-ref (or (board c) (hasheq)) 'recycled 0) recycled0))
+  (fault-row! name c s0 res lines 0
+              (append
+               (list (format "the pool started with ~a: ~a workers recycled during the run (~a)"
+                             (string-join options) recycled what))
+               (if side-res
+                   (list (format "~a at ~a req/s alongside: ~a sent, ~a answered 200, statuses ~a, errors ~a"
+                                 (car leak) (~r (cdr leak) #:precision 0) (hash-ref side-res 'sent) (status-count side-res '|200|)
+                                 (jsexpr->string (hash-ref side-res 'by_status))
+                                 (jsexpr->string (hash-ref side-res 'errors))))
+                   '())
+               (post-load-notes c res log-mark)))
+  (when side-res
+    (check! (zero? (non-200 side-res)) (format "~a: every ~a answered 200" name (car leak))))
+  (check! (>= recycled 2) (format "~a: workers were recycled (~a)" name recycled))
+  (restart-pool! c '()))
+
+;; graceful stop: the last scenarios, as it ends the pool (the second starts it again).
+;; With posts?, under the POST load (its GETs with some /slow/1000 in flight at the stop).
+;; Unavoidable: the requests nginx found nothing listening for (connect refused), and the
+;; POSTs that met nginx closing their connection to the client: when the app refuses a
+;; POST whose body nginx is still passing on (fastcgi_request_buffering off), nginx
+;; answers 502 and closes that connection after the answer, and a POST the client sends
+;; on it meanwhile fails (reset) with no line in nginx's log. Those are counted from the
+;; second before the stop on, and only as reset or other errors (not timeouts).
+(define (fault-stop c #:posts? [posts? #f])
+  (unless (pool-running? c) (restart-pool! c '()))
   (define s0 (snapshot c))
   (define status #f)
+  (define name (if posts? "graceful stop under POSTs" "graceful stop"))
+  (define seconds 12)
+  (define stop-mix "/hello=80,/slow/1000=20")
   (define-values (res lines info)
-    (under-load c #:mix "/hello=80,/slow/1000=20" #:rate 100
+    (under-load c #:mix stop-mix #:seconds seconds #:at 1/3
+                #:rate (if posts? post-rate 100) #:posts? posts?
                 (λ ()
                   (send-signal! (proc-pid (ctx-manager c)) SIGTERM)
                   (unless (sync/timeout 30 (proc-subprocess (ctx-manager c)))
                     (error 'reliability "the manager did not stop within 30 s"))
                   (set! status (subprocess-status (proc-subprocess (ctx-manager c)))))))
   (define refused (count-lines lines refused-rx))
+  (define stop-second (floor (* (secs seconds) 1/3)))
+  (define errors-after (for/sum ([b (in-list (hash-ref res 'seconds '()))]
+                                 #:when (>= (hash-ref b 't) (- stop-second 1)))
+                         (hash-ref b 'errors)))
+  (define closed (min errors-after (+ (error-count res 'reset) (error-count res 'other))))
   (define s1 (cons 0 0))
   (define failed (non-200 res))
-  (define r (row "graceful stop (SIGTERM to the manager)" (hash-ref res 'sent) "200"
-                 failed (min failed refused) (lat res 'p50) (lat res 'p99) (lat res 'max)
+  (define unavoidable (+ refused closed))
+  (define r (row (string-append name " (SIGTERM to the manager)") (hash-ref res 'sent) "200"
+                 failed (min failed unavoidable) (lat res 'p50) (lat res 'p99) (lat res 'max)
                  (car s0) (car s1) (cdr s0) (cdr s1)
-                 (list (format "manager exit status ~a; socket file left: ~a" status (file-exists? (ctx-sock c)))
-                       (format "statuses ~a; unavoidable: the requests nginx could not hand to anyone after the stop (connect refused: ~a); cut by the app side: ~a"
-                               (jsexpr->string (hash-ref res 'by_status)) refused (count-lines lines cut-rx))
-                       "memory and fds after: the pool is gone (0)")))
+                 (append
+                  (list (format "manager exit status ~a; socket file left: ~a" status (file-exists? (ctx-sock c)))
+                        (format "statuses ~a, errors ~a; unavoidable: the requests nginx could not hand to anyone after the stop (connect refused: ~a) and the POSTs on client connections nginx closed after such a refusal (reset or other errors from the second before the stop on: ~a); cut by the app side: ~a"
+                                (jsexpr->string (hash-ref res 'by_status)) (jsexpr->string (hash-ref res 'errors))
+                                refused closed (count-lines lines cut-rx)))
+                  (if posts?
+                      (list (post-load-text res stop-mix) (method-notes res))
+                      '())
+                  (list "memory and fds after: the pool is gone (0)"))))
   (add-row! r)
   (check! (and (eqv? status 0) (not (file-exists? (ctx-sock c))))
-          "graceful stop: exit status 0, socket file removed")
-  (check! (<= failed refused) "graceful stop: every request the pool had taken was answered"))
+          (format "~a: exit status 0, socket file removed" name))
+  (check! (<= failed unavoidable) (format "~a: every request the pool had taken was answered" name)))
 
 ;; ---------------------------------------------------------------------------------------
 ;; Soak.
@@ -594,7 +755,7 @@
         (define keep (getenv "RELIABILITY_LOGS"))
         (when keep
           (make-directory* keep)
-          (for ([f (in-list '("manager.stderr" "nginx-error.log"))]
+          (for ([f (in-list (list* "manager.stderr" "nginx-error.log" (map path->string (old-manager-logs c))))]
                 #:when (file-exists? (build-path dir f)))
             (copy-file (build-path dir f) (build-path keep f) #t))))))))
 
@@ -610,7 +771,7 @@
    #:once-each
    [("--scale") f "Multiply every duration by F (default 1; at least 3 s each)"
     (scale (string->number f))]
-   [("--only") names "Run only these scenarios: steady100,steady1000,overload,kill,raise,hang,upload,download,front,reload,stop"
+   [("--only") names "Run only these scenarios: steady100,steady1000,overload,kill,raise,hang,upload,download,front,reload,reload-post,recycle-post,stop,stop-post"
     (set! only (string-split names ","))]
    [("--soak") seconds "Run the soak for SECONDS instead of the scenarios"
     (set! soak-seconds (string->number seconds))]
@@ -675,7 +836,21 @@
                             20 "each asked for 100 MB, read 1 MiB and closed"))
         (when (run? "front") (fault-front-restart c))
         (when (run? "reload") (fault-reload c))
-        (when (run? "stop") (fault-stop c))))
+        (when (run? "reload-post") (fault-reload-post c))
+        (when (run? "recycle-post")
+          ;; about 8 recycles in the run, whatever its scale
+          (define max-requests (number->string (max 200 (exact-round (/ (* post-rate (secs 15)) 8)))))
+          (fault-recycle-post c "recycling by --max-requests under POSTs" (list "--max-requests" max-requests)
+                              (format "each worker after ~a requests" max-requests))
+          ;; 24 MiB above what a worker holds once warm; /leak/256 alongside, 600 of them
+          ;; in the run whatever its scale (150 MiB kept), passes it a few times a worker
+          (define warm-mib (worker-rss-mib c))
+          (define max-memory (format "~am" (+ warm-mib 24)))
+          (fault-recycle-post c "recycling by --max-memory under POSTs" (list "--max-memory" max-memory)
+                              (format "the workers of the pool before held ~a MiB at most; /leak/256 keeps 256 KiB a request" warm-mib)
+                              #:leak (cons "/leak/256" (/ 600.0 (secs 15)))))
+        (when (run? "stop") (fault-stop c))
+        (when (run? "stop-post") (fault-stop c #:posts? #t))))
      (write-reliability! results-file command)
      (printf "wrote ~a\n" results-file)
      (unless (andmap car checks) (exit 1))]))

@@ -23,8 +23,17 @@
 //	-timeout S         per-request timeout in seconds, connect to end of body (default 10)
 //	-method M          GET (default) or POST
 //	-body-bytes N      POST body of N bytes, a repeating pattern (default 0)
-//	-expect-bytes N    a 200 whose body is not N bytes long counts as error short_body
-//	-seed N            seed for -mix (default 1)
+//	-expect-bytes N    a 200 whose body is not N bytes long counts as error short_body (not
+//	                   applied to the -post-share POSTs)
+//	-post-share F      send this share of the requests (0 to 1; default 0) as POSTs with a
+//	                   body, the others as -method says; which ones is deterministic given -seed
+//	-post-path P       the path of those POSTs, relative to the -url's scheme://host:port
+//	                   (default: the -url's path)
+//	-post-bytes N|A-B  their body: N bytes, or from A to B bytes picked per request (default 1024)
+//	-post-echo         a 200 to one of those POSTs must have as body the decimal length of
+//	                   its request body (what /upload of the reliability app answers), else it
+//	                   counts as error short_body
+//	-seed N            seed for -mix and -post-share (default 1)
 //	-out FILE          write the JSON result to FILE (default: standard output)
 //
 // Behaviour:
@@ -50,7 +59,8 @@
 //	connect     the connection could not be made (refused, or any other dial failure)
 //	timeout     -timeout passed, in any phase (dial, waiting for headers, reading the body)
 //	reset       connection reset, EOF or broken pipe before the whole response
-//	short_body  status 200 but the body length differs from -expect-bytes
+//	short_body  status 200 but the body length differs from -expect-bytes (or, with -post-echo,
+//	            a POST's answer is not its body's length)
 //	other       anything else
 //
 // Output (JSON; latencies in milliseconds, microsecond resolution):
@@ -59,10 +69,13 @@
 //	 "by_status": {"200": n, ...},
 //	 "errors": {"connect": n, "timeout": n, "reset": n, "short_body": n, "other": n},
 //	 "latency": {"all": L, "by_status": {"200": L, ...}},
+//	 "by_method": {"GET": M, "POST": M},
 //	 "seconds": [{"t": 0, "sent": n, "s200": n, "s503": n, "other_status": n, "errors": n,
 //	              "p50": ms, "p99": ms, "max": ms}, ...]}
 //
-// where L = {"n", "p50", "p90", "p99", "p999", "max", "mean"}. Percentiles are nearest-rank
+// where L = {"n", "p50", "p90", "p99", "p999", "max", "mean"} and M = {"sent": n, "by_status":
+// {...}, "errors": {...}, "latency": L}, the same counts for the requests of one method: an
+// entry for -method, and one for POST with -post-share > 0. Percentiles are nearest-rank
 // over the sorted latencies. Latencies are those of requests that got an HTTP response (any
 // status); failed requests are only counted. A percentile over no latencies is null.
 // elapsed is the sending phase: -duration for a complete run, the time to the stop for an
@@ -127,6 +140,7 @@ type outcome struct {
 	status int32         // HTTP status of a response, 0 if the request failed
 	errc   uint8
 	state  uint8
+	post   bool // one of the -post-share POSTs (set by the scheduler)
 }
 
 type config struct {
@@ -140,6 +154,12 @@ type config struct {
 	method      string
 	payload     []byte // POST body, nil for none
 	expect      int64  // -1: no check
+	postShare   float64
+	postURL     string
+	postMin     int
+	postMax     int
+	postBody    []byte // postMax bytes; a POST of the share sends a prefix
+	postEcho    bool
 	seed        int64
 	out         string
 }
@@ -195,7 +215,11 @@ func parseFlags(args []string) (*config, error) {
 	method := fs.String("method", "GET", "GET or POST")
 	bodyBytes := fs.Int("body-bytes", 0, "POST body size in bytes")
 	expect := fs.Int64("expect-bytes", -1, "expected body length of a 200 (-1: no check)")
-	seed := fs.Int64("seed", 1, "seed for -mix")
+	seed := fs.Int64("seed", 1, "seed for -mix and -post-share")
+	postShare := fs.Float64("post-share", 0, "share of the requests sent as POSTs with a body (0 to 1)")
+	postPath := fs.String("post-path", "", "path of those POSTs (default: the -url's path)")
+	postBytes := fs.String("post-bytes", "1024", "their body size: N, or A-B picked per request")
+	postEcho := fs.Bool("post-echo", false, "a 200 to those POSTs must answer their body's length")
 	out := fs.String("out", "", "result file (default: standard output)")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
@@ -275,10 +299,55 @@ func parseFlags(args []string) (*config, error) {
 	default:
 		return nil, fmt.Errorf("-method must be GET or POST, not %q", *method)
 	}
+	if err := parsePostFlags(cfg, u, *postShare, *postPath, *postBytes, *postEcho); err != nil {
+		return nil, err
+	}
 	if n := requestCount(cfg.rate, cfg.duration); n > maxRequests {
 		return nil, fmt.Errorf("-rate x -duration = %d requests, more than %d", n, maxRequests)
 	}
 	return cfg, nil
+}
+
+// parsePostFlags : the -post-* flags into cfg
+func parsePostFlags(cfg *config, u *url.URL, share float64, path, size string, echo bool) error {
+	if !(share >= 0 && share <= 1) {
+		return errors.New("-post-share must be from 0 to 1")
+	}
+	if share == 0 {
+		return nil
+	}
+	if cfg.method != "GET" {
+		return errors.New("-post-share needs -method GET (the others are GETs)")
+	}
+	cfg.postShare, cfg.postEcho = share, echo
+	if path == "" {
+		cfg.postURL = u.String()
+	} else {
+		if !strings.HasPrefix(path, "/") {
+			return fmt.Errorf("-post-path %q must start with /", path)
+		}
+		p, err := url.Parse(u.Scheme + "://" + u.Host + path)
+		if err != nil {
+			return fmt.Errorf("-post-path: %v", err)
+		}
+		cfg.postURL = p.String()
+	}
+	lo, hi, found := strings.Cut(size, "-")
+	if !found {
+		hi = lo
+	}
+	a, errA := strconv.Atoi(lo)
+	b, errB := strconv.Atoi(hi)
+	if errA != nil || errB != nil || a < 0 || b < a || b > 64<<20 {
+		return fmt.Errorf("-post-bytes must be N or A-B with 0 <= A <= B <= 64 MiB, not %q", size)
+	}
+	cfg.postMin, cfg.postMax = a, b
+	cfg.postBody = make([]byte, b)
+	const pattern = "abcdefghijklmnopqrstuvwxyz0123456789\n"
+	for i := range cfg.postBody {
+		cfg.postBody[i] = pattern[i%len(pattern)]
+	}
+	return nil
 }
 
 // requestCount : the number of i >= 0 with i/rate < duration (a little slack for rounding,
@@ -377,6 +446,10 @@ func (g *generator) schedule(stop *atomic.Bool) (int, time.Duration) {
 	if cfg.mixURLs != nil {
 		rng = rand.New(rand.NewSource(cfg.seed))
 	}
+	var postRng *rand.Rand // a sequence of its own, so that -mix picks the same paths with it
+	if cfg.postShare > 0 {
+		postRng = rand.New(rand.NewSource(cfg.seed + 7919))
+	}
 	clock, err := newTimer()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "loadgen: timerfd:", err)
@@ -398,11 +471,20 @@ func (g *generator) schedule(stop *atomic.Bool) (int, time.Duration) {
 			}
 			target = cfg.mixURLs[k]
 		}
+		size := -1 // the body of a -post-share POST; -1: a -method request
+		if postRng != nil {
+			post := postRng.Float64() < cfg.postShare
+			n := cfg.postMin + postRng.Intn(cfg.postMax-cfg.postMin+1)
+			if post {
+				target, size = cfg.postURL, n
+			}
+		}
 		select {
 		case g.sem <- struct{}{}:
 			g.out[i].state = stateSent
+			g.out[i].post = size >= 0
 			g.wg.Add(1)
-			go g.fire(i, due, target)
+			go g.fire(i, due, target, size)
 		default:
 			g.out[i].state = stateDropped
 		}
@@ -475,18 +557,23 @@ func (t *timer) sleepUntil(due time.Time, stop *atomic.Bool) bool {
 	}
 }
 
-// fire makes request i, due at due, and records its outcome
-func (g *generator) fire(i int, due time.Time, target string) {
+// fire makes request i, due at due, and records its outcome; size >= 0: a -post-share
+// POST with a body of size bytes
+func (g *generator) fire(i int, due time.Time, target string, size int) {
 	defer func() {
 		<-g.sem
 		g.wg.Done()
 	}()
 	o := &g.out[i]
+	method := g.cfg.method
 	var body io.Reader
-	if g.cfg.payload != nil {
+	switch {
+	case size >= 0:
+		method, body = "POST", bytes.NewReader(g.cfg.postBody[:size])
+	case g.cfg.payload != nil:
 		body = bytes.NewReader(g.cfg.payload)
 	}
-	req, err := http.NewRequestWithContext(g.ctx, g.cfg.method, target, body)
+	req, err := http.NewRequestWithContext(g.ctx, method, target, body)
 	if err != nil {
 		o.lat, o.errc = time.Since(due), errOther
 		return
@@ -497,13 +584,25 @@ func (g *generator) fire(i int, due time.Time, target string) {
 		o.lat, o.errc = time.Since(due), classify(err)
 		return
 	}
-	n, err := io.Copy(io.Discard, resp.Body)
+	echo := size >= 0 && g.cfg.postEcho && resp.StatusCode == http.StatusOK
+	var answer bytes.Buffer
+	var n int64
+	if echo { // a short answer, kept to compare
+		n, err = io.Copy(&answer, io.LimitReader(resp.Body, 64))
+		if err == nil {
+			_, err = io.Copy(io.Discard, resp.Body)
+		}
+	} else {
+		n, err = io.Copy(io.Discard, resp.Body)
+	}
 	resp.Body.Close()
 	o.lat = time.Since(due)
 	switch {
 	case err != nil:
 		o.errc = classify(err)
-	case g.cfg.expect >= 0 && resp.StatusCode == http.StatusOK && n != g.cfg.expect:
+	case echo && strings.TrimSpace(answer.String()) != strconv.Itoa(size):
+		o.errc = errShortBody
+	case !echo && size < 0 && g.cfg.expect >= 0 && resp.StatusCode == http.StatusOK && n != g.cfg.expect:
 		o.errc = errShortBody
 	default:
 		o.status = int32(resp.StatusCode)
@@ -576,12 +675,45 @@ type result struct {
 		All      latency            `json:"all"`
 		ByStatus map[string]latency `json:"by_status"`
 	} `json:"latency"`
-	Seconds []second `json:"seconds"`
+	ByMethod map[string]*methodCounts `json:"by_method"`
+	Seconds  []second                 `json:"seconds"`
+}
+
+// methodCounts : the counts of the requests of one method
+type methodCounts struct {
+	Sent     int            `json:"sent"`
+	ByStatus map[string]int `json:"by_status"`
+	Errors   map[string]int `json:"errors"`
+	Latency  latency        `json:"latency"`
+	lats     []time.Duration
+}
+
+func newMethodCounts() *methodCounts {
+	m := &methodCounts{ByStatus: map[string]int{}, Errors: map[string]int{}}
+	for c := 1; c < nErrClasses; c++ {
+		m.Errors[errNames[c]] = 0
+	}
+	return m
+}
+
+// add counts one sent request's outcome
+func (m *methodCounts) add(o *outcome) {
+	m.Sent++
+	if o.errc != errNone {
+		m.Errors[errNames[o.errc]]++
+		return
+	}
+	m.ByStatus[strconv.Itoa(int(o.status))]++
+	m.lats = append(m.lats, o.lat)
 }
 
 func (g *generator) summarize(scheduled int, elapsed time.Duration) *result {
 	res := &result{Rate: g.cfg.rate, Duration: g.cfg.duration,
-		ByStatus: map[string]int{}, Errors: map[string]int{}, Seconds: []second{}}
+		ByStatus: map[string]int{}, Errors: map[string]int{}, Seconds: []second{},
+		ByMethod: map[string]*methodCounts{g.cfg.method: newMethodCounts()}}
+	if g.cfg.postShare > 0 {
+		res.ByMethod["POST"] = newMethodCounts()
+	}
 	for c := 1; c < nErrClasses; c++ {
 		res.Errors[errNames[c]] = 0
 	}
@@ -602,6 +734,11 @@ func (g *generator) summarize(scheduled int, elapsed time.Duration) *result {
 		}
 		res.Sent++
 		s.Sent++
+		if o.post {
+			res.ByMethod["POST"].add(o)
+		} else {
+			res.ByMethod[g.cfg.method].add(o)
+		}
 		if o.errc != errNone {
 			res.Errors[errNames[o.errc]]++
 			s.Errors++
@@ -627,6 +764,9 @@ func (g *generator) summarize(scheduled int, elapsed time.Duration) *result {
 	res.Latency.ByStatus = map[string]latency{}
 	for st, lats := range byStatus {
 		res.Latency.ByStatus[strconv.Itoa(int(st))] = summarizeLatency(lats)
+	}
+	for _, m := range res.ByMethod {
+		m.Latency = summarizeLatency(m.lats)
 	}
 	for t, lats := range perSecond {
 		l := summarizeLatency(lats)
