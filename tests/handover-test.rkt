@@ -20,14 +20,23 @@
 ;; an id no other test run uses: the names are (manager pid, worker id)
 (define (fresh-address) (handover-address (getpid) (+ 1000000 (random 1000000000))))
 
+;; call-with-accepted : path (fd input-port output-port -> any) -> any
+;; A connection over a unix socket in dir: the accepted end's fd, and the client's ports.
+(define (call-with-accepted dir proc)
+  (define path (path->string (build-path dir "s.sock")))
+  (define l (open-listener (parse-listen-address (string-append "unix:" path))))
+  (define-values (client-in client-out) (unix-socket-connect path))
+  (define-values (fd peer) (listener-accept-fd l))
+  (begin0 (proc fd client-in client-out)
+          (close-output-port client-out)
+          (close-input-port client-in)
+          (listener-close! l)))
+
 (test-case "a socket handed over keeps working at the receiver, with its peer and pending bytes"
   (call-with-temp-dir
    "fcgi-handover"
    (λ (dir)
-     (define path (path->string (build-path dir "s.sock")))
-     (define l (open-listener (parse-listen-address (string-append "unix:" path))))
-     (define-values (client-in client-out) (unix-socket-connect path))
-     (define-values (fd peer) (listener-accept-fd l))
+    (call-with-accepted dir (λ (fd client-in client-out)
      (define got (make-channel))
      (define address (fresh-address))
      (define receiver (start-handover-receiver! address (λ (fd peer pending) (channel-put got (list fd peer pending)))))
@@ -50,24 +59,15 @@
      (check-equal? (sync/timeout 5 (read-line-evt client-in)) "pong")
      (close-output-port out)
      (close-input-port in)
-     (close-output-port client-out)
-     (close-input-port client-in)
-     (kill-thread receiver)
-     (listener-close! l))))
+     (kill-thread receiver))))))
 
 (test-case "no receiver at all: not handed over"
   (call-with-temp-dir
    "fcgi-handover"
    (λ (dir)
-     (define path (path->string (build-path dir "s.sock")))
-     (define l (open-listener (parse-listen-address (string-append "unix:" path))))
-     (define-values (client-in client-out) (unix-socket-connect path))
-     (define-values (fd peer) (listener-accept-fd l))
-     (check-false (hand-over! fd "p" #"" (list (fresh-address) (fresh-address))))
-     (socket-close! fd)
-     (close-output-port client-out)
-     (close-input-port client-in)
-     (listener-close! l))))
+     (call-with-accepted dir (λ (fd client-in client-out)
+       (check-false (hand-over! fd "p" #"" (list (fresh-address) (fresh-address))))
+       (socket-close! fd))))))
 
 (test-case "a name another user holds is never sent a connection"
   (call-with-temp-dir
@@ -82,13 +82,7 @@
       #:dir dir #:stdout-pipe? #t
       (λ (p)
         (check-equal? (read-line/timeout (proc-stdout p) 60 "nobody's receiver") "listening")
-        (define path (path->string (build-path dir "s.sock")))
-        (define l (open-listener (parse-listen-address (string-append "unix:" path))))
-        (define-values (client-in client-out) (unix-socket-connect path))
-        (define-values (fd peer) (listener-accept-fd l))
-        (check-false (hand-over! fd "p" #"" (list address)) "refused: the receiver is nobody's")
-        (socket-close! fd)
-        (check-false (sync/timeout 1 (read-line-evt (proc-stdout p))) "nobody got nothing")
-        (close-output-port client-out)
-        (close-input-port client-in)
-        (listener-close! l))))))
+        (call-with-accepted dir (λ (fd client-in client-out)
+          (check-false (hand-over! fd "p" #"" (list address)) "refused: the receiver is nobody's")
+          (socket-close! fd)
+          (check-false (sync/timeout 1 (read-line-evt (proc-stdout p))) "nobody got nothing"))))))))

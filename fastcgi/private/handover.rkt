@@ -33,7 +33,6 @@
 
 (define c-sendmsg (get-ffi-obj "sendmsg" #f (_fun #:save-errno 'posix _int _pointer _int -> _ssize)))
 (define c-recvmsg (get-ffi-obj "recvmsg" #f (_fun #:save-errno 'posix _int _pointer _int -> _ssize)))
-(define c-getuid (get-ffi-obj "getuid" #f (_fun -> _int)))
 
 ;; The largest message: a peer's text and a partly read record (header, content, padding).
 (define max-message (+ 2 1024 8 65535 255))
@@ -135,7 +134,7 @@
 ;; same-user? : fd -> boolean ; is the process at the other end of ours (SO_PEERCRED)?
 (define (same-user? fd)
   (define cred (peer-credentials fd))
-  (and cred (= (cadr cred) (c-getuid))))
+  (and cred (= (cadr cred) (c-geteuid))))
 
 ;; receive-one : fd (fd string bytes -> any) -> void
 ;; The one message of a sender (waiting a little for it: it is sent right after connect).

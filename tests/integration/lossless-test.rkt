@@ -140,9 +140,6 @@ LUA
     (check-equal? (for/sum ([k '(non2xx connect read write timeout)]) (hash-ref r k)) 0
                   (format "~a: every request answered by the app: ~a" what r)))
 
-  ;; in-thread : (-> any) -> thread ; the fault, while wrk runs in this thread
-  (define (in-thread thunk) (thread thunk))
-
   ;; LOSSLESS_ONLY=nginx (say) runs only the scenarios whose title has that text
   (define only (getenv "LOSSLESS_ONLY"))
   (define-syntax-rule (test-case* title body ...)
@@ -155,7 +152,7 @@ LUA
         (λ (dir)
           (with-front front dir serve-args
             (λ (port pid-file pool)
-              (define t (in-thread (λ () (fault pid-file pool))))
+              (define t (thread (λ () (fault pid-file pool))))
               (define r (run-wrk dir port 9 (if (eq? front 'haproxy) 8 24)))
               (thread-wait t)
               (check-all-answered (format "~a ~a" front name) r)
@@ -187,7 +184,7 @@ LUA
       (λ (dir)
         (with-front 'nginx dir '()
           (λ (port pid-file pool)
-            (define t (in-thread (λ () (sleep 3) (send-signal! (manager-pid pid-file) SIGTERM))))
+            (define t (thread (λ () (sleep 3) (send-signal! (manager-pid pid-file) SIGTERM))))
             (define r (run-wrk dir port 6))
             (thread-wait t)
             (check-true (> (hash-ref r 'requests) 500) (format "the load ran: ~a" r))
@@ -211,7 +208,7 @@ LUA
       (λ (dir)
         (with-front 'haproxy dir '()
           (λ (port pid-file pool)
-            (define t (in-thread (λ () (sleep 3) (send-signal! (manager-pid pid-file) SIGTERM))))
+            (define t (thread (λ () (sleep 3) (send-signal! (manager-pid pid-file) SIGTERM))))
             (define r (run-wrk dir port 6 8))
             (thread-wait t)
             (define codes (hash-ref r 'codes))
