@@ -20,10 +20,10 @@
          "log.rkt"
          "protocol.rkt"
          "request.rkt"
-         "poller.rkt"
          "table.rkt"
          "wire.rkt"
          "handover.rkt"
+         "owner.rkt"
          "log-limit.rkt")
 (provide serve-connection
          loop-step!
@@ -38,17 +38,17 @@
 ;; connection carries one request at a time, and the reader would only wait while a
 ;; handler thread of its own answers it. So a request whose input has all arrived, alone
 ;; on a connection that never had two live requests at once, runs in the reader's own
-;; thread: no thread to make and two thread switches fewer per request (a third more
-;; requests/s for hello world, bench/OPTIMISATIONS.md). Nothing reads the connection
-;; meanwhile; whoever needs a reader asks for one (ensure-reader! in wire.rkt), and a new
-;; reader thread goes on from where this one stopped: the handler waiting on its
-;; abort-evt, and the server's watcher once the handler has run for inline-takeover-ms
-;; (so ABORT_REQUEST, a closed connection and a second request are seen within about
-;; 20 ms). Everything else is as with a thread: the same limits, timeouts (a break), log
-;; and answer. Requests with a body still arriving, Filters, multiplexed connections,
-;; every request when shedding is on (its handlers have a thread group) and every request
-;; under a request-memory limit (its handler runs in a thread of its own: contain.rkt)
-;; get a thread.
+;; thread: no thread to make and two thread switches fewer per request (see
+;; bench/OPTIMISATIONS.md, inline handlers). Nothing reads the connection meanwhile;
+;; whoever needs a reader asks for one (ensure-reader! in wire.rkt: owner.rkt's
+;; take-over), and a new reader thread goes on from where this one stopped: the handler
+;; waiting on its abort-evt, and the server's watcher once the handler has run for a
+;; while (so ABORT_REQUEST, a closed connection and a second request are still seen).
+;; Everything else is as with a thread: the same limits, timeouts (a break), log and
+;; answer. Requests with a body still arriving, Filters, multiplexed connections, every
+;; request when shedding is on (its handlers have a thread group) and every request under
+;; a request-memory limit (its handler runs in a thread of its own: contain.rkt) get a
+;; thread.
 ;; One difference a handler can see: a parameter it sets directly (not parameterize)
 ;; stays set for the later requests of the same connection, as in Racket's web-server
 ;; (and, with the event loop below, of the other connections the loop thread reads).
@@ -56,24 +56,18 @@
 ;; The event loop. A connection served by a server's poller (poller.rkt) has no thread of
 ;; its own while it waits for input: the loop thread runs its reader (run-reader) when
 ;; the socket is readable, and the reader returns, "parked", where it would have waited.
-;; The loop must never block for one connection, so before the reader or an inline
-;; handler would block (a full stdin pipe, a send to a peer that does not read, the write
-;; lock held by a handler thread, a handler that runs on or waits), the connection leaves
-;; the loop for good and a new thread becomes the loop (poller-hand-over!): either the
-;; thread that was about to block goes on as the connection's own reader (loop-would-
-;; block!), or, for an inline handler, the takeover gives the connection a reader thread
-;; of its own, as without the loop. Not with shedding on (its handlers and readers need a
-;; thread group) nor for connections not on a socket.
+;; The loop must never block for one connection: before the reader or an inline handler
+;; would block, the connection leaves the loop for good and a new thread becomes the
+;; loop. Who reads a connection at each moment (parked, the loop, an inline handler, a
+;; thread of its own, taken over, ended) and every hand-over between them is owner.rkt's
+;; state machine, with its table of transitions. Not with shedding on (its handlers and
+;; readers need a thread group) nor for connections not on a socket.
 
-;; The reader's state, shared by the threads that read one connection in turn.
-;; takeover: the thunk run-inline! offers to ensure-reader! (made once per connection).
-;; loop?: the event loop reads this connection; parked?: it waits there, no thread in
-;; its reader; reads: read() calls in this turn of the loop; runner: the thread running
-;; the inline handler; ended: box, #t once the end of the connection was handled.
+;; The reader's state, shared by the threads that read one connection in turn (which of
+;; them reads it now is its owner's state: owner.rkt). reads: read() calls in this turn of
+;; the loop; done: what the thread that sees the end does.
 (struct rd (decoder [short? #:mutable] [begun? #:mutable] [served #:mutable] done custodian
-                    [takeover #:mutable]
-                    [loop? #:mutable] [parked? #:mutable] [reads #:mutable] [runner #:mutable]
-                    ended))
+                    [reads #:mutable]))
 
 ;; Reads a connection gets in one turn of the loop, so that a peer that sends without
 ;; pause cannot keep the loop from the others.
@@ -92,71 +86,41 @@
   (set-conn-deadline! c (+ (now-ms) (* 1000 (if pending
                                                  (limits-idle-timeout lim)
                                                  (limits-first-byte-timeout lim)))))
-  (define st (rd (make-decoder) #f #f 0 done (current-custodian) #f #f #f 0 #f (box #f)))
+  (define st (rd (make-decoder) #f #f 0 done (current-custodian) 0))
   ;; it has had requests: a late record of one its sibling ended (a STDIN, an
   ;; ABORT_REQUEST) is skipped as here, not taken for one before any BEGIN_REQUEST
   (when pending
     (decoder-feed! (rd-decoder st) pending)
     (set-rd-begun?! st #t)
     (set-rd-served! st 1))
-  (cond
-    [(and p (conn-fd c) (not (limits-max-queue-delay lim)))
-     (set-conn-on-broken! c (λ (c)
-                              (abort-all! c)
-                              ;; nobody is in the reader of a parked connection to see it end
-                              (when (rd-parked? st) (end-connection! c st))))
-     (set-conn-on-block! c (λ () (loop-would-block! c st)))
-     (set-rd-takeover! st (λ ()
-                            (loop-detach! c st)
-                            (start-reader! c st)))
-     (set-rd-loop?! st #t)
-     (set-rd-parked?! st #t)
-     (set-conn-loop-state! c st)
-     (set-conn-poller! c p)
-     (unless (poller-add! p (conn-fd c) c)
-       (set-rd-loop?! st #f)
-       (set-rd-parked?! st #f)
-       (start-reader! c st))]
-    [else
-     (set-conn-on-broken! c abort-all!)
-     (set-rd-takeover! st (λ () (start-reader! c st)))
-     (run-reader c st)]))
+  (define loop? (and p (conn-fd c) (not (limits-max-queue-delay lim))))
+  (define o (make-owner #:poller (and loop? p) #:fd (conn-fd c) #:entry c
+                        #:resume (λ () (start-reader! c st))
+                        #:lose (λ () (connection-lost! c st))))
+  (set-conn-reader! c st)
+  (set-conn-owner! c o)
+  (unless (and loop? (owner-join-loop! o))
+    (if loop? (start-reader! c st) (run-reader c st))))
+
+;; connection-lost! : conn rd -> void
+;; The connection was cut (conn-broken!): every live request learns it; nobody is in the
+;; reader of a parked connection to see it end, so this ends it.
+(define (connection-lost! c st)
+  (abort-all! c)
+  (when (owner-parked? (conn-owner c)) (end-connection! c st)))
 
 ;; loop-step! : conn -> void ; the loop's step for a readable connection (server.rkt)
 (define (loop-step! c)
-  (define st (conn-loop-state c))
-  (start-atomic)
-  (define go? (and (rd-parked? st) (rd-loop? st) (not (conn-broken? c))))
-  (when go? (set-rd-parked?! st #f))
-  (end-atomic)
-  (when go?
+  (define o (conn-owner c))
+  (when (and (not (conn-broken? c)) (owner-step! o 'step))
+    (define st (conn-reader c))
     (set-rd-short?! st #f)
     (set-rd-reads! st 0)
     (run-reader c st)))
 
-;; loop-would-block! : conn rd -> void ; see The event loop, above
-(define (loop-would-block! c st)
-  (define p (conn-poller c))
-  (when (and (rd-loop? st) (poller-owner? p))
-    (cond
-      [(conn-takeover c) (ensure-reader! c)]   ; in an inline handler (or its answer)
-      [else
-       (set-rd-loop?! st #f)
-       (poller-forget! p (conn-fd c) c)
-       (poller-hand-over! p (current-thread))])))
-
-;; loop-detach! : conn rd -> void
-;; The connection leaves the loop (a thread of its own reads it from now on); if the
-;; thread running its inline handler is the loop, a new thread becomes the loop.
-(define (loop-detach! c st)
-  (when (rd-loop? st)
-    (set-rd-loop?! st #f)
-    (poller-forget! (conn-poller c) (conn-fd c) c)
-    (poller-hand-over! (conn-poller c) (rd-runner st))))
-
 ;; end-connection! : conn rd -> void ; once per connection
 (define (end-connection! c st)
-  (when (box-cas! (rd-ended st) #f #t)
+  (when (owner-end! (conn-owner c))
     (conn-broken! c)
     ;; a request admitted but still pending is aborted by now: it gives back its slot
     (start-pending! c)
@@ -178,14 +142,17 @@
       ;; breaks are for handlers (the request timeout), enabled only around them
       (parameterize-break #f (read-loop c st))))
   (cond
-    [(eq? result 'parked)
-     (start-atomic)
-     (set-rd-parked?! st #t)
-     (define broken? (conn-broken? c))
-     (end-atomic)
-     ;; broken meanwhile: whoever broke it may have looked before it was parked
-     (when broken? (end-connection! c st))]
+    [(eq? result 'parked) (park! c st)]
     [result (end-connection! c st)]))
+
+;; park! : conn rd -> void ; the loop's reader would wait: it waits in the loop (park)
+(define (park! c st)
+  (start-atomic)
+  (owner-step! (conn-owner c) 'park)
+  (define broken? (conn-broken? c))
+  (end-atomic)
+  ;; broken meanwhile: whoever broke it may have looked before it was parked
+  (when broken? (end-connection! c st)))
 
 ;; start-reader! : conn rd -> thread ; a new thread takes over reading
 (define (start-reader! c st)
@@ -201,7 +168,7 @@
   (define read!
     (if (conn-fd c)
         (λ (bs start end)
-          (define loop? (rd-loop? st))
+          (define loop? (eq? (owner-state (conn-owner c)) 'loop))
           (cond
             ;; the last read from the socket filled less than the space it had, so it is
             ;; most likely empty: the loop parks without a read() that would only say
@@ -250,7 +217,7 @@
        (start-pending! c)
        ;; A thread of its own sets the deadline before the read that may wait; the loop,
        ;; whose reads never wait, only when it parks.
-       (unless (rd-loop? st) (next-deadline! c st lim))
+       (unless (eq? (owner-state (conn-owner c)) 'loop) (next-deadline! c st lim))
        ;; an idle connection gives back a decoder buffer that grew for a big record
        (when (zero? (table-count (conn-requests c))) (decoder-shrink! d))
        (define n (decoder-fill! d read!))
@@ -275,20 +242,14 @@
   ;; its input has ended and it is the only live request (see params-done!): no read
   ;; deadline while it runs; retire! starts the idle clock
   (set-conn-deadline! c #f)
-  (start-atomic)
-  (set-rd-runner! st (current-thread))
   (set-conn-inline! c r)
-  (set-conn-takeover! c (rd-takeover st))
-  (end-atomic)
+  (owner-run-inline! (conn-owner c))
   (define err (current-error-port))
   (set-fastcgi-request-handler! r (current-thread))
   (run-handler! c r)
   (current-error-port err)
-  (start-atomic)
-  (define still-reader? (and (conn-takeover c) #t))
-  (set-conn-takeover! c #f)
+  (define still-reader? (owner-return! (conn-owner c)))
   (set-conn-inline! c #f)
-  (end-atomic)
   ;; a request timeout that broke r just as it ended left a break pending: drop it, so
   ;; that it cannot hit the next request's handler (broken-ms is set before any break)
   (when (fastcgi-request-broken-ms r)
@@ -623,7 +584,7 @@
          (start-pending! c)
          ;; the wait below has its own bound; the peer is not the slow one here
          (set-conn-deadline! c #f)
-         ((conn-on-block c))
+         (before-block! c)
          (define ready (sync/timeout (limits-read-timeout lim) out
                                      (semaphore-peek-evt (fastcgi-request-abort-sema r))))
          (cond
@@ -812,22 +773,13 @@
 ;; connection idle in the event loop is handed over here, its parked state claimed as
 ;; loop-step! claims it; a reader thread waiting for input is woken to do it itself.
 (define (hand-over-idle! c)
-  (define st (conn-loop-state c))
+  (define o (conn-owner c))
   (cond
-    [(and st (rd-loop? st))
-     (start-atomic)
-     (define go? (and (rd-parked? st) (rd-loop? st) (handover-ready? c)))
-     (when go? (set-rd-parked?! st #f))
-     (end-atomic)
-     (when go?
-       (cond
-         [(hand-over-or-close! c st) (end-connection! c st)]
-         [else
-          (start-atomic)
-          (set-rd-parked?! st #t)
-          (define broken? (conn-broken? c))
-          (end-atomic)
-          (when broken? (end-connection! c st))]))]
+    [(not o) (void)]
+    [(owner-loop? o)
+     (when (and (handover-ready? c) (owner-step! o 'step))
+       (define st (conn-reader c))
+       (if (hand-over-or-close! c st) (end-connection! c st) (park! c st)))]
     [(handover-ready? c) (semaphore-post (conn-wake c))]))
 
 ;; retire! : conn request -> void
@@ -863,10 +815,10 @@
 ;; default) uses a connection, and it spares a shutdown, the loop's wake-up for the
 ;; front's EOF and the read of it.
 (define (quick-close? c r)
-  (define st (conn-loop-state c))
+  (define st (conn-reader c))
   (and st
        (eq? (conn-inline c) r)
-       (conn-takeover c)
+       (owner-inline? (conn-owner c))
        (eq? (fastcgi-request-role r) 'responder)
        (not (conn-closing? c))
        (zero? (table-count (conn-requests c)))

@@ -7,7 +7,7 @@
          ffi/unsafe/port
          "clock.rkt"
          "limits.rkt"
-         "poller.rkt"
+         "owner.rkt"
          "table.rkt"
          "transport.rkt")
 (provide (struct-out server)
@@ -15,6 +15,7 @@
          make-conn
          make-fd-conn
          ensure-reader!
+         before-block!
          conn-read!
          conn-try-read!
          conn-input-pending?
@@ -85,17 +86,14 @@
               [write-deadline #:mutable]  ; ms after which the blocked write is cut off, or #f
               [broken? #:mutable]         ; the socket failed or was cut: nothing more is sent
               [closing? #:mutable]        ; draining before close: no new requests
-              [on-broken #:mutable]       ; conn -> void : aborts every live request
+              ;; Who reads it now (owner.rkt), and the reader's own state (connection.rkt):
+              ;; both set once, when the connection is served; #f before.
+              [owner #:mutable] [reader #:mutable]
               ;; Inline handlers (see connection.rkt): the request the reader thread is
-              ;; running itself, or #f; while it runs, a thunk that starts a new reader
-              ;; thread to go on reading (taken once, by ensure-reader!); a request whose
-              ;; params ended, waiting for its input to end to run inline; whether the
-              ;; front ever had two requests live at once here (then: a thread each).
-              [inline #:mutable] [takeover #:mutable] [pending #:mutable] [mpx? #:mutable]
-              ;; The event loop (poller.rkt), when it reads this connection: the poller,
-              ;; the reader's state (connection.rkt), and what to do before blocking on
-              ;; the connection's behalf (hand the loop over, when this thread is it).
-              [poller #:mutable] [loop-state #:mutable] [on-block #:mutable]
+              ;; running itself, or #f; a request whose params ended, waiting for its
+              ;; input to end to run inline; whether the front ever had two requests live
+              ;; at once here (then: a thread each).
+              [inline #:mutable] [pending #:mutable] [mpx? #:mutable]
               ;; the params of the last request read here, at first the server's (their byte
               ;; strings are shared with the next request's where equal: parse-params in
               ;; protocol.rkt)
@@ -133,22 +131,24 @@
 (define (new-conn in out fd peer srv)
   (define sema (make-semaphore 0))
   (conn in out fd peer srv (make-semaphore 1) (make-table) sema (semaphore-peek-evt sema) #f
-        #f #f #f #f void #f #f #f #f #f #f void (server-last-params srv)
+        #f #f #f #f #f #f #f #f #f (server-last-params srv)
         (counter-add! conn-keys 1) (make-semaphore 0)))
 
 (define conn-keys (box 0))
 
 ;; ensure-reader! : conn -> void
 ;; While the reader thread runs a handler inline, nothing reads the connection: this
-;; starts a new reader thread that goes on from where it stopped (once; no-op otherwise).
-;; Called when the handler waits on its abort-evt, and by the server's watcher once an
-;; inline handler has run for a few milliseconds.
+;; starts a new reader thread that goes on from where it stopped (once; no-op otherwise:
+;; owner.rkt's take-over). Called when the handler waits on its abort-evt, and by the
+;; server's watcher once an inline handler has run for a while.
 (define (ensure-reader! c)
-  (start-atomic)
-  (define go (conn-takeover c))
-  (set-conn-takeover! c #f)
-  (end-atomic)
-  (when go (go)))
+  (define o (conn-owner c))
+  (when o (owner-take-over! o)))
+
+;; before-block! : conn -> void ; about to block on c's behalf (owner-before-block!)
+(define (before-block! c)
+  (define o (conn-owner c))
+  (when o (owner-before-block! o)))
 
 ;; counter-add! : box integer -> integer ; atomic add on a box shared by threads
 (define (counter-add! b n)
@@ -165,7 +165,8 @@
     (unless (conn-fd c)
       (close-output-port* (conn-out c))
       (close-input-port (conn-in c)))
-    ((conn-on-broken c) c)))
+    (define o (conn-owner c))
+    (when o (owner-lost! o))))
 
 ;; conn-cut! : conn -> boolean ; #t the first time: marks the connection broken and closes
 ;; its fd (also the custodian's shutdown callback for it). Atomic: a reader or writer
@@ -180,7 +181,7 @@
     (when fd
       (unsafe-socket->semaphore fd 'remove)
       ;; before the close: the fd's number may be the next connection's right after
-      (when (conn-poller c) (poller-forget! (conn-poller c) fd c #t))
+      (when (conn-owner c) (owner-forget! (conn-owner c) #t))
       (socket-close! fd))
     (semaphore-post (conn-broken-sema c)))
   (end-atomic)
@@ -244,10 +245,10 @@
 
 ;; conn-lock! : conn -> void
 ;; Takes the connection's write lock; if another thread holds it, first tells the event
-;; loop (on-block), which must not wait on one connection.
+;; loop (before-block!), which must not wait on one connection.
 (define (conn-lock! c)
   (unless (semaphore-try-wait? (conn-lock c))
-    ((conn-on-block c))
+    (before-block! c)
     (semaphore-wait (conn-lock c))))
 
 ;; conn-send! : conn bytes [natural natural (or/c #f (-> boolean))] -> boolean
@@ -329,7 +330,7 @@
       [else
        (when evt
          (unless (conn-write-deadline c) (start-write-deadline! c))
-         ((conn-on-block c))
+         (before-block! c)
          (sync evt (conn-broken-evt c)))
        (loop (+ i r))])))
 
