@@ -13,6 +13,7 @@
          "protocol.rkt"
          (only-in "request.rkt" fastcgi-request-handler fastcgi-request-start-ms)
          "table.rkt"
+         "timer.rkt"
          "transport.rkt"
          "wire.rkt"
          "log-limit.rkt")
@@ -62,6 +63,7 @@
                       (make-notes)
                       (make-thread-group) (box 1.0) '()))
   (define conns (server-connections srv))
+  (define tm (make-timer))
   (define slots (make-semaphore (limits-max-connections lim)))
   (define overflow (make-semaphore overflow-connections))
   ;; the event loop (not with shedding on: see connection.rkt); it also accepts, with the
@@ -111,7 +113,7 @@
        (stat-add! srv 'overflow)
        (define-values (in out) (fd->ports fd peer))
        (thread (λ ()
-                 (refuse-overloaded in out peer srv)
+                 (refuse-overloaded in out peer srv tm)
                  (semaphore-post overflow)))]
       [else
        (stat-add! srv 'connections)
@@ -188,10 +190,7 @@
                 [fd (admit! fd peer slot*) (loop)]
                 [else (semaphore-post slot*)]))))))   ; the listener was closed: stop accepting
   (when poller (poller-start! poller))
-  (define watchdog (thread (λ () (watch-deadlines conns lim))))
-  (define inline-watch (thread (λ () (watch-inline srv))))
-  (define delay-watch
-    (and (limits-max-queue-delay lim) (thread (λ () (watch-queue-delay srv)))))
+  (start-timer! tm srv)
   (log-fastcgi-info "listening on ~a" (listener-address listener))
   ;; stop : #:timeout real #:hand-to (listof bytes) -> void
   ;; hand-to: the handover addresses of siblings that go on serving (a worker replaced by
@@ -229,10 +228,8 @@
         (log-fastcgi-warning "stop: cutting the connection from ~a after ~a s"
                              (log-escape (conn-peer c)) timeout)
         (conn-broken! c))
-      (kill-thread watchdog)
-      (kill-thread inline-watch)
+      (timer-stop! tm)
       (when poller (poller-stop! poller))
-      (when delay-watch (kill-thread delay-watch))
       (log-fastcgi-info "stopped listening on ~a" (listener-address listener))))
   (running-server (listener-address listener) stop srv adopt!))
 
@@ -253,23 +250,22 @@
                   (string->bytes/utf-8 (format "Content-Length: ~a\r\n\r\n" (bytes-length body)))
                   body)))
 
-;; refuse-overloaded : input-port output-port string server -> void
+;; refuse-overloaded : input-port output-port string server timer -> void
 ;; A connection past max-connections: the first BEGIN_REQUEST gets the 503 page and
 ;; END_REQUEST, then the connection is half-closed and drained (so the front reads the
 ;; answer rather than a reset) and closed. Records before it are skipped, at most one
 ;; record's content is held, and the whole exchange is bounded by first-byte-timeout
 ;; plus drain-timeout.
-(define (refuse-overloaded in out peer srv)
+(define (refuse-overloaded in out peer srv tm)
   (define lim (server-limits srv))
   (define (close!)
     (with-handlers ([exn:fail? void]) (close-output-port out))
     (close-input-port in))
   ;; unbuffered, so that the timer's close never waits on a flush to a peer not reading
   (when (file-stream-port? out) (file-stream-buffer-mode out 'none))
-  (define timer
-    (thread (λ ()
-              (sleep (+ (limits-first-byte-timeout lim) (limits-drain-timeout lim)))
-              (close!))))
+  (define deadline
+    (timer-at! tm (+ (now-ms) (* 1000 (+ (limits-first-byte-timeout lim) (limits-drain-timeout lim))))
+               close!))
   (with-handlers ([exn:fail? void])
     (let loop ()
       (define head (read-bytes 8 in))
@@ -287,16 +283,34 @@
            (socket-shutdown-write! out)
            (let drain () (unless (eof-object? (read-bytes 4096 in)) (drain)))]
           [else (loop)]))))
-  (kill-thread timer)
+  (timer-cancel! tm deadline)
   (close!))
 
-;; watch-queue-delay : server -> none
+;; start-timer! : timer server -> void
+;; The server's periodic work, all on its one timer: the deadline sweep, the inline
+;; take-over watch and, with shedding on, the queue-delay estimate.
+(define (start-timer! tm srv)
+  (define lim (server-limits srv))
+  (define running (server-running srv))
+  (timer-every! tm deadline-sweep-ms (λ () (sweep-deadlines! (server-connections srv) lim)))
+  (timer-every! tm inline-takeover-ms (λ () (take-over-inline! srv))
+                #:quiet-limit inline-quiet-ticks
+                ;; a request that comes after this check wakes it (before its handler runs)
+                #:sleep (λ (wake) (server-on-next-request! srv wake (λ () (zero? (unbox running))))))
+  (when (limits-max-queue-delay lim)
+    (timer-every! tm estimate-period-ms (queue-delay-estimator srv)))
+  (timer-start! tm))
+
+(define deadline-sweep-ms 250)
+(define estimate-period-ms 100)
+
+;; queue-delay-estimator : server -> (-> void)
 ;; Racket shares the CPU among runnable threads in short slices, so a request admitted
-;; behind N compute-bound handlers finishes about N handlers' work later. Ten times a
-;; second this estimates what one request costs: the process's CPU time over the requests
-;; that finished since the last estimate, smoothed. Finished, not started: in a burst many
+;; behind N compute-bound handlers finishes about N handlers' work later. At each run this
+;; estimates what one request costs: the process's CPU time over the requests that
+;; finished since the last estimate, smoothed. Finished, not started: in a burst many
 ;; start at once and their CPU is spent later. While none finishes, the CPU spent so far
-;; over the handlers running is a lower bound. connection.rkt sheds a newcomer when
+;; over the handlers running is a lower bound. dispatch.rkt sheds a newcomer when
 ;; handlers running x that cost x the stretch, the work ahead of it, is over
 ;; max-queue-delay. Handlers that wait on I/O cost little CPU, so they hardly count.
 ;; The stretch is 1 until a running handler has been at it longer than max-queue-delay:
@@ -304,31 +318,32 @@
 ;; a core it gets (other processes take the rest; counted as at least a quarter). Only
 ;; then, so that a process that is not busy, and so uses little of a core, is not taken
 ;; for a slow one.
-(define (watch-queue-delay srv)
+(define (queue-delay-estimator srv)
   (define cost (server-request-cost srv))
   (define stats (server-stats srv))
   (define (finished) (- (hash-ref stats 'requests 0) (unbox (server-running srv))))
-  (let loop ([cpu0 (current-process-milliseconds)] [n0 (finished)]
-             [t0 (current-inexact-monotonic-milliseconds)])
-    (sleep 0.1)
+  (define cpu0 (current-process-milliseconds))
+  (define n0 (finished))
+  (define t0 (current-inexact-monotonic-milliseconds))
+  (λ ()
     (define cpu (current-process-milliseconds))
     (define n (finished))
     (define t (current-inexact-monotonic-milliseconds))
     (define running (unbox (server-running srv)))
     (define share (max 0.25 (min 1.0 (/ (- cpu cpu0) (max 1.0 (- t t0))))))
     (set-box! (server-stretch srv) (if (and (positive? running) (overdue? srv)) (/ 1.0 share) 1.0))
+    (define (next! cpu n t) (set! cpu0 cpu) (set! n0 n) (set! t0 t))
     (cond
       [(> n n0)
        (define sample (exact->inexact (/ (- cpu cpu0) (- n n0))))
        (define old (unbox cost))
        (set-box! cost (if (zero? old) sample (+ (* 0.7 old) (* 0.3 sample))))
-       (loop cpu n t)]
+       (next! cpu n t)]
       ;; nothing finished and nothing running: the CPU went to housekeeping, not requests
-      [(zero? running) (loop cpu n t)]
+      [(zero? running) (next! cpu n t)]
       [else
        (define bound (exact->inexact (/ (- cpu cpu0) running)))
-       (when (> bound (unbox cost)) (set-box! cost bound))
-       (loop cpu0 n0 t0)])))
+       (when (> bound (unbox cost)) (set-box! cost bound))])))
 
 ;; overdue? : server -> boolean ; has a running handler passed max-queue-delay?
 (define (overdue? srv)
@@ -339,56 +354,40 @@
               [r (in-list (table-values (conn-requests c)))])
       (and (fastcgi-request-handler r) (> (- now (fastcgi-request-start-ms r)) limit-ms)))))
 
-;; watch-inline : server -> none
+;; take-over-inline! : server -> boolean
 ;; A handler run inline by its connection's reader (connection.rkt) that has run for
-;; inline-takeover-ms gets a new reader thread, so the connection is read again within
-;; about twice that: ABORT_REQUEST, a closed connection, a second request.
-;; After inline-quiet-ticks looks in a row that found no handler running, the watcher
-;; waits for the next request (server-sleep-until-request!) instead of sleeping on: while
-;; a 10 ms timer is pending, Racket CS's scheduler polls without waiting, and an idle
-;; server used 9% of a core that way.
-(define (watch-inline srv)
-  (define conns (server-connections srv))
-  (define running (server-running srv))
-  (let loop ([quiet 0])
-    (cond
-      [(< quiet inline-quiet-ticks)
-       (sleep (/ inline-takeover-ms 1000.0))
-       (cond
-         [(positive? (unbox running))
-          (define now (now-ms))
-          (for ([c (in-list (table-values conns))])
-            (define r (conn-inline c))
-            (when (and r (> (- now (fastcgi-request-start-ms r)) inline-takeover-ms))
-              (ensure-reader! c)))
-          (loop 0)]
-         [else (loop (add1 quiet))])]
-      [else
-       ;; a request that comes after this check wakes it (before its handler runs)
-       (server-sleep-until-request! srv (λ () (zero? (unbox running))))
-       (loop 0)])))
+;; inline-takeover-ms gets a new reader thread, so the connection is read again soon:
+;; ABORT_REQUEST, a closed connection, a second request. #t while handlers run; after
+;; inline-quiet-ticks runs in a row that found none, the timer puts this task to sleep
+;; until the next request (a pending short timer keeps Racket CS's scheduler polling
+;; instead of waiting).
+(define (take-over-inline! srv)
+  (define busy? (positive? (unbox (server-running srv))))
+  (when busy?
+    (define now (now-ms))
+    (for ([c (in-list (table-values (server-connections srv)))])
+      (define r (conn-inline c))
+      (when (and r (> (- now (fastcgi-request-start-ms r)) inline-takeover-ms))
+        (ensure-reader! c))))
+  busy?)
 
 (define inline-takeover-ms 10.0)
 (define inline-quiet-ticks 100)
 
-;; watch-deadlines : (hasheq conn #t) limits -> none
-;; Once every quarter second, cut the connections whose read or write deadline has passed
-;; (closing the socket wakes the blocked reader or writer), and stop the
-;; handlers past the request timeout.
-(define (watch-deadlines conns lim)
-  (let loop ()
-    (sleep 0.25)
-    (define now (now-ms))
-    (for ([c (in-list (table-values conns))])
-      (define rd (conn-deadline c))
-      (define wd (conn-write-deadline c))
-      (cond
-        [(and wd (> now wd))
-         (log-fastcgi-warning "write timeout: ~a stopped reading; closing" (log-escape (conn-peer c)))
-         (conn-broken! c)]
-        [(and rd (> now rd))
-         (unless (conn-closing? c)
-           (log-fastcgi-warning "read timeout: nothing from ~a in time; closing" (log-escape (conn-peer c))))
-         (conn-broken! c)]
-        [else (check-request-timeouts! c lim now)]))
-    (loop)))
+;; sweep-deadlines! : table limits -> void
+;; Cuts the connections whose read or write deadline has passed (closing the socket wakes
+;; the blocked reader or writer), and stops the handlers past the request timeout.
+(define (sweep-deadlines! conns lim)
+  (define now (now-ms))
+  (for ([c (in-list (table-values conns))])
+    (define rd (conn-deadline c))
+    (define wd (conn-write-deadline c))
+    (cond
+      [(and wd (> now wd))
+       (log-fastcgi-warning "write timeout: ~a stopped reading; closing" (log-escape (conn-peer c)))
+       (conn-broken! c)]
+      [(and rd (> now rd))
+       (unless (conn-closing? c)
+         (log-fastcgi-warning "read timeout: nothing from ~a in time; closing" (log-escape (conn-peer c))))
+       (conn-broken! c)]
+      [else (check-request-timeouts! c lim now)])))

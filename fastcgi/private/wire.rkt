@@ -26,6 +26,7 @@
          conn-shutdown-write!
          counter-add!
          server-sleep-until-request!
+         server-on-next-request!
          server-wake-sleepers!
          now-ms)
 
@@ -58,16 +59,22 @@
 
 ;; server-sleep-until-request! : server (-> boolean) -> void
 ;; Waits for the next request to arrive (server-wake-sleepers!), if (idle?) still holds
-;; once this thread is registered: for the server's periodic threads, which poll while
-;; requests come and need not while none does. (A thread sleeping 10 ms at a time keeps
-;; Racket CS's scheduler polling without waiting: an idle server used 9% of a core.)
+;; once this thread is registered: for periodic work that polls while requests come and
+;; need not while none does (a thread that sleeps a few ms at a time keeps Racket CS's
+;; scheduler polling instead of waiting, which costs an idle server CPU).
 (define (server-sleep-until-request! srv idle?)
   (define sema (make-semaphore 0))
+  (when (server-on-next-request! srv sema idle?) (semaphore-wait sema)))
+
+;; server-on-next-request! : server semaphore (-> boolean) -> boolean
+;; As server-sleep-until-request!, without waiting: sema is posted at the next request if
+;; (idle?) holds once it is registered (#t), else nothing is registered (#f).
+(define (server-on-next-request! srv sema idle?)
   (start-atomic)
-  (define sleep? (idle?))
-  (when sleep? (set-server-sleepers! srv (cons sema (or (server-sleepers srv) '()))))
+  (define idle (idle?))
+  (when idle (set-server-sleepers! srv (cons sema (or (server-sleepers srv) '()))))
   (end-atomic)
-  (when sleep? (semaphore-wait sema)))
+  idle)
 
 ;; server-wake-sleepers! : server -> void ; a request arrived: the sleepers go on
 (define (server-wake-sleepers! srv)
