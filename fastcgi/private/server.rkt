@@ -62,176 +62,215 @@
                       (box 0) (make-hasheq) #f observer (box 0.0)
                       (make-notes)
                       (make-thread-group) (box 1.0) '()))
-  (define conns (server-connections srv))
-  (define tm (make-timer))
-  (define slots (make-semaphore (limits-max-connections lim)))
-  (define overflow (make-semaphore overflow-connections))
+  (define d (door srv listener allowed (make-timer)
+                  (make-semaphore (limits-max-connections lim))
+                  (make-semaphore overflow-connections) #f #f))
   ;; the event loop (not with shedding on: see connection.rkt); it also accepts, with the
   ;; listener in its epoll set (entry: the listener itself)
-  (define poller
-    (and (not (limits-max-queue-delay lim))
-         (make-poller (λ (e) (if (conn? e) (loop-step! e) (accept-some!)))
-                      ;; the loop may wait in epoll_wait itself only while no handler runs
-                      (λ () (eqv? 0 (unbox (server-running srv)))))))
-  ;; ended : conn -> (-> void) ; what the thread that sees c end does
-  (define ((ended c))
-    (table-remove! conns (conn-key c))
-    (semaphore-post slots))
-  ;; serve : fd string -> void ; in a thread of its own, which reads the connection
-  (define (serve fd peer)
-    (define c (make-fd-conn fd peer srv))
-    (table-set! conns (conn-key c) c)
-    (serve-connection c (ended c)))
-  ;; serve/loop : fd string -> void ; registers the connection with the loop. Atomic with
-  ;; stop's closing? flag, so that stop sees every connection admitted before it.
-  (define (serve/loop fd peer)
-    (define c (make-fd-conn fd peer srv))
-    (serve-connection c (ended c) #:poller poller)
-    (start-atomic)
-    (define late? (server-closing? srv))
-    (unless late? (table-set! conns (conn-key c) c))
-    (end-atomic)
-    (when late? (conn-broken! c)))
-  ;; take-slot : -> (or/c semaphore #f)
-  ;; At max-connections, a connection is still accepted on an overflow slot, to be told
-  ;; 503 at once instead of waiting unseen in the kernel's backlog.
-  (define (take-slot)
-    (cond [(semaphore-try-wait? slots) slots]
-          [(semaphore-try-wait? overflow) overflow]
-          [else #f]))
-  ;; admit! : fd string semaphore -> void ; a connection just accepted, on slot
-  (define (admit! fd peer slot)
-    (cond
-      [(and allowed (not (client-allowed? allowed peer)))
-       (warn-limited! srv 'denied
-                      (λ () (format "refused connection from ~a: not in the allowed clients"
-                                    (log-escape peer))))
-       (stat-add! srv 'refused)
-       (socket-close! fd)
-       (semaphore-post slot)]
-      [(eq? slot overflow)
-       (stat-add! srv 'overflow)
-       (define-values (in out) (fd->ports fd peer))
-       (thread (λ ()
-                 (refuse-overloaded in out peer srv tm)
-                 (semaphore-post overflow)))]
-      [else
-       (stat-add! srv 'connections)
-       (if poller (serve/loop fd peer) (thread (λ () (serve fd peer))))]))
-  ;; adopt! : fd string bytes -> void
-  ;; A kept connection a retiring sibling hands over (handover.rkt): served as if accepted
-  ;; here, from where the sibling stopped, even while this server stops (its stop then
-  ;; treats it as any kept connection); one that comes while this server hands its own
-  ;; over goes on to a sibling of its. Without a free slot it is closed.
-  (define (adopt! fd peer pending)
-    (define to (server-handover srv))
-    (cond
-      [(and to (hand-over! fd peer pending to)) (socket-close! fd)]
-      [(semaphore-try-wait? slots)
-       (stat-add! srv 'adopted)
-       (define c (make-fd-conn fd peer srv))
-       (table-set! conns (conn-key c) c)
-       (if poller
-           (serve-connection c (ended c) #:poller poller #:handed-over pending)
-           (thread (λ () (serve-connection c (ended c) #:handed-over pending))))]
-      [else
-       (log-fastcgi-warning "no connection slot for one handed over by a retiring worker: closing it")
-       (socket-close! fd)]))
-  ;; accept-some! : -> void
-  ;; The loop's step for a readable listener: accept up to accepts-per-turn connections
-  ;; (epoll reports the listener again if more wait). With no slot free, or out of fds, the
-  ;; listener leaves the epoll set until a slot frees, or for a while.
-  (define (accept-some!)
-    (let loop ([n 0])
-      (when (< n accepts-per-turn)
-        (define slot (take-slot))
-        (cond
-          [(not slot)
-           (pause-accepting! (choice-evt (semaphore-peek-evt slots) (semaphore-peek-evt overflow)))]
-          [else
-           (define-values (fd why) (listener-try-accept listener))
-           (cond
-             [fd (admit! fd why slot) (loop (add1 n))]
-             [else
-              (semaphore-post slot)
-              (cond
-                [(eq? why 'scarce) (pause-accepting! (alarm-at-evt (+ (now-ms) 100)))]
-                [(exn? why)
-                 (log-fastcgi-error "~a; retrying in 1 s" (log-escape (exn-message why)))
-                 (pause-accepting! (alarm-at-evt (+ (now-ms) 1000)))])])]))))
-  ;; pause-accepting! : evt -> void
-  (define (pause-accepting! evt)
-    (poller-forget! poller (listener-fd listener) listener)
-    (thread (λ () (sync evt) (accept-in-loop!))))
-  ;; accept-in-loop! : -> boolean ; #f when epoll refuses the listener
-  (define (accept-in-loop!)
-    (start-atomic)
-    (define ok? (or (server-closing? srv) (poller-add! poller (listener-fd listener) listener)))
-    (end-atomic)
-    ok?)
-  ;; acceptor : (or/c thread #f) ; without the loop, a thread accepts
-  (define acceptor
-    (and (not (and poller (accept-in-loop!)))
-         (thread
-          (λ ()
-            (let loop ()
-              (define slot (or (take-slot)
-                               (sync (wrap-evt slots (λ (_) slots))
-                                     (wrap-evt overflow (λ (_) overflow)))))
-              (define-values (fd peer)
-                (with-handlers ([exn:fail:fastcgi:transport? (λ (e) (values #f #f))])
-                  (listener-accept-fd listener)))
-              ;; a slot may have freed while accept waited
-              (define slot*
-                (if (and fd (eq? slot overflow) (semaphore-try-wait? slots))
-                    (begin (semaphore-post overflow) slots)
-                    slot))
-              (cond
-                [fd (admit! fd peer slot*) (loop)]
-                [else (semaphore-post slot*)]))))))   ; the listener was closed: stop accepting
-  (when poller (poller-start! poller))
-  (start-timer! tm srv)
+  (unless (limits-max-queue-delay lim)
+    (set-door-poller! d (make-poller (λ (e) (if (conn? e) (loop-step! e) (accept-some! d)))
+                                     ;; the loop may wait in epoll_wait itself only while
+                                     ;; no handler runs
+                                     (λ () (eqv? 0 (unbox (server-running srv)))))))
+  ;; without the loop, a thread accepts
+  (unless (and (door-poller d) (accept-in-loop! d))
+    (set-door-acceptor! d (start-acceptor! d)))
+  (when (door-poller d) (poller-start! (door-poller d)))
+  (start-timer! (door-timer d) srv)
   (log-fastcgi-info "listening on ~a" (listener-address listener))
-  ;; stop : #:timeout real #:hand-to (listof bytes) -> void
-  ;; hand-to: the handover addresses of siblings that go on serving (a worker replaced by
-  ;; a reload or a recycle): each kept connection goes to one of them once it is idle
-  ;; (connection.rkt's hand-over-idle!), rather than be closed under a front that may be
-  ;; sending on it. Without any (a stop of the pool), a kept connection is closed right
-  ;; after its next answer, so that the front reads the end with the answer and does not
-  ;; reuse it; one still idle after drain-timeout is closed then. (Any close of an idle
-  ;; connection may meet a request the front is sending at that moment: this leaves that
-  ;; to connections that stayed idle the whole time, which a front under load has none of.)
-  (define (stop #:timeout [timeout 30] #:hand-to [hand-to '()])
-    (unless (server-closing? srv)
-      (when (pair? hand-to) (set-server-handover! srv hand-to))
-      (set-server-closing?! srv #t)
-      (when poller (poller-forget! poller (listener-fd listener) listener))
-      (listener-close! listener)
-      (when acceptor (thread-wait acceptor))
-      (define linger-until (+ (now-ms) (* 1000 (min timeout (limits-drain-timeout lim)))))
-      (define (sweep!)
-        (for ([c (in-list (table-values conns))])
-          (cond [(pair? hand-to) (hand-over-idle! c)]
-                [(and (zero? (table-count (conn-requests c))) (>= (now-ms) linger-until))
-                 (conn-close! c)])))
-      (sweep!)
-      (define deadline (+ (now-ms) (* 1000 timeout)))
-      (let wait ()
-        (when (and (positive? (table-count conns)) (< (now-ms) deadline))
-          (sleep 0.05)
-          (sweep!)
-          (wait)))
-      (when (pair? hand-to)
-        (log-fastcgi-info "handed ~a kept connection(s) over to the workers that go on"
-                          (hash-ref (server-stats srv) 'handed-over 0)))
+  (running-server (listener-address listener)
+                  (λ (#:timeout [timeout 30] #:hand-to [hand-to '()]) (stop! d timeout hand-to))
+                  srv
+                  (λ (fd peer pending) (adopt! d fd peer pending))))
+
+;; A running server's intake: its server state, listener, allowed clients, timer, the
+;; semaphores of its connection slots (max-connections) and overflow slots, the event
+;; loop (#f with shedding on) and the accepting thread (#f when the loop accepts).
+(struct door (srv listener allowed timer slots overflow
+                  [poller #:mutable] [acceptor #:mutable]))
+
+;; ended : door conn -> (-> void) ; what the thread that sees c end does
+(define ((ended d c))
+  (table-remove! (server-connections (door-srv d)) (conn-key c))
+  (semaphore-post (door-slots d)))
+
+;; serve! : door fd string [bytes] -> void
+;; A connection now owned here: in the event loop (registered, atomically with stop's
+;; closing? flag, so that stop sees every connection admitted before it), or read by a
+;; thread of its own. pending: the bytes a retiring sibling read of a handed-over one.
+(define (serve! d fd peer [pending #f])
+  (define srv (door-srv d))
+  (define conns (server-connections srv))
+  (define p (door-poller d))
+  (define c (make-fd-conn fd peer srv))
+  (cond
+    [pending                            ; adopted even while stopping
+     (table-set! conns (conn-key c) c)
+     (if p
+         (serve-connection c (ended d c) #:poller p #:handed-over pending)
+         (thread (λ () (serve-connection c (ended d c) #:handed-over pending))))]
+    [p
+     (serve-connection c (ended d c) #:poller p)
+     (start-atomic)
+     (define late? (server-closing? srv))
+     (unless late? (table-set! conns (conn-key c) c))
+     (end-atomic)
+     (when late? (conn-broken! c))]
+    [else
+     (table-set! conns (conn-key c) c)
+     (thread (λ () (serve-connection c (ended d c))))]))
+
+;; take-slot : door -> (or/c semaphore #f)
+;; At max-connections, a connection is still accepted on an overflow slot, to be told
+;; 503 at once instead of waiting unseen in the kernel's backlog.
+(define (take-slot d)
+  (cond [(semaphore-try-wait? (door-slots d)) (door-slots d)]
+        [(semaphore-try-wait? (door-overflow d)) (door-overflow d)]
+        [else #f]))
+
+;; admit! : door fd string semaphore -> void ; a connection just accepted, on slot
+(define (admit! d fd peer slot)
+  (define srv (door-srv d))
+  (define allowed (door-allowed d))
+  (cond
+    [(and allowed (not (client-allowed? allowed peer)))
+     (warn-limited! srv 'denied
+                    (λ () (format "refused connection from ~a: not in the allowed clients"
+                                  (log-escape peer))))
+     (stat-add! srv 'refused)
+     (socket-close! fd)
+     (semaphore-post slot)]
+    [(eq? slot (door-overflow d))
+     (stat-add! srv 'overflow)
+     (define-values (in out) (fd->ports fd peer))
+     (thread (λ ()
+               (refuse-overloaded in out peer srv (door-timer d))
+               (semaphore-post (door-overflow d))))]
+    [else
+     (stat-add! srv 'connections)
+     (serve! d fd peer)]))
+
+;; adopt! : door fd string bytes -> void
+;; A kept connection a retiring sibling hands over (handover.rkt): served as if accepted
+;; here, from where the sibling stopped, even while this server stops (its stop then
+;; treats it as any kept connection); one that comes while this server hands its own
+;; over goes on to a sibling of its. Without a free slot it is closed.
+(define (adopt! d fd peer pending)
+  (define srv (door-srv d))
+  (define to (server-handover srv))
+  (cond
+    [(and to (hand-over! fd peer pending to)) (socket-close! fd)]
+    [(semaphore-try-wait? (door-slots d))
+     (stat-add! srv 'adopted)
+     (serve! d fd peer pending)]
+    [else
+     (log-fastcgi-warning "no connection slot for one handed over by a retiring worker: closing it")
+     (socket-close! fd)]))
+
+;; accept-some! : door -> void
+;; The loop's step for a readable listener: accept up to accepts-per-turn connections
+;; (epoll reports the listener again if more wait). With no slot free, or out of fds, the
+;; listener leaves the epoll set until a slot frees, or for a while.
+(define (accept-some! d)
+  (let loop ([n 0])
+    (when (< n accepts-per-turn)
+      (define slot (take-slot d))
+      (cond
+        [(not slot)
+         (pause-accepting! d (choice-evt (semaphore-peek-evt (door-slots d))
+                                         (semaphore-peek-evt (door-overflow d))))]
+        [else
+         (define-values (fd why) (listener-try-accept (door-listener d)))
+         (cond
+           [fd (admit! d fd why slot) (loop (add1 n))]
+           [else
+            (semaphore-post slot)
+            (cond
+              [(eq? why 'scarce) (pause-accepting! d (alarm-at-evt (+ (now-ms) 100)))]
+              [(exn? why)
+               (log-fastcgi-error "~a; retrying in 1 s" (log-escape (exn-message why)))
+               (pause-accepting! d (alarm-at-evt (+ (now-ms) 1000)))])])]))))
+
+;; pause-accepting! : door evt -> void
+(define (pause-accepting! d evt)
+  (define l (door-listener d))
+  (poller-forget! (door-poller d) (listener-fd l) l)
+  (thread (λ () (sync evt) (accept-in-loop! d))))
+
+;; accept-in-loop! : door -> boolean ; #f when epoll refuses the listener
+(define (accept-in-loop! d)
+  (define l (door-listener d))
+  (start-atomic)
+  (define ok? (or (server-closing? (door-srv d)) (poller-add! (door-poller d) (listener-fd l) l)))
+  (end-atomic)
+  ok?)
+
+;; start-acceptor! : door -> thread ; without the loop, a thread accepts
+(define (start-acceptor! d)
+  (define slots (door-slots d))
+  (define overflow (door-overflow d))
+  (thread
+   (λ ()
+     (let loop ()
+       (define slot (or (take-slot d)
+                        (sync (wrap-evt slots (λ (_) slots))
+                              (wrap-evt overflow (λ (_) overflow)))))
+       (define-values (fd peer)
+         (with-handlers ([exn:fail:fastcgi:transport? (λ (e) (values #f #f))])
+           (listener-accept-fd (door-listener d))))
+       ;; a slot may have freed while accept waited
+       (define slot*
+         (if (and fd (eq? slot overflow) (semaphore-try-wait? slots))
+             (begin (semaphore-post overflow) slots)
+             slot))
+       (cond
+         [fd (admit! d fd peer slot*) (loop)]
+         [else (semaphore-post slot*)])))))   ; the listener was closed: stop accepting
+
+;; stop! : door real (listof bytes) -> void
+;; hand-to: the handover addresses of siblings that go on serving (a worker replaced by
+;; a reload or a recycle): each kept connection goes to one of them once it is idle
+;; (connection.rkt's hand-over-idle!), rather than be closed under a front that may be
+;; sending on it. Without any (a stop of the pool), a kept connection is closed right
+;; after its next answer, so that the front reads the end with the answer and does not
+;; reuse it; one still idle after drain-timeout is closed then. (Any close of an idle
+;; connection may meet a request the front is sending at that moment: this leaves that
+;; to connections that stayed idle the whole time, which a front under load has none of.)
+(define (stop! d timeout hand-to)
+  (define srv (door-srv d))
+  (define lim (server-limits srv))
+  (define conns (server-connections srv))
+  (define listener (door-listener d))
+  (define poller (door-poller d))
+  (unless (server-closing? srv)
+    (when (pair? hand-to) (set-server-handover! srv hand-to))
+    (set-server-closing?! srv #t)
+    (when poller (poller-forget! poller (listener-fd listener) listener))
+    (listener-close! listener)
+    (when (door-acceptor d) (thread-wait (door-acceptor d)))
+    (define linger-until (+ (now-ms) (* 1000 (min timeout (limits-drain-timeout lim)))))
+    (define (sweep!)
       (for ([c (in-list (table-values conns))])
-        (log-fastcgi-warning "stop: cutting the connection from ~a after ~a s"
-                             (log-escape (conn-peer c)) timeout)
-        (conn-broken! c))
-      (timer-stop! tm)
-      (when poller (poller-stop! poller))
-      (log-fastcgi-info "stopped listening on ~a" (listener-address listener))))
-  (running-server (listener-address listener) stop srv adopt!))
+        (cond [(pair? hand-to) (hand-over-idle! c)]
+              [(and (zero? (table-count (conn-requests c))) (>= (now-ms) linger-until))
+               (conn-close! c)])))
+    (sweep!)
+    (define deadline (+ (now-ms) (* 1000 timeout)))
+    (let wait ()
+      (when (and (positive? (table-count conns)) (< (now-ms) deadline))
+        (sleep 0.05)
+        (sweep!)
+        (wait)))
+    (when (pair? hand-to)
+      (log-fastcgi-info "handed ~a kept connection(s) over to the workers that go on"
+                        (hash-ref (server-stats srv) 'handed-over 0)))
+    (for ([c (in-list (table-values conns))])
+      (log-fastcgi-warning "stop: cutting the connection from ~a after ~a s"
+                           (log-escape (conn-peer c)) timeout)
+      (conn-broken! c))
+    (timer-stop! (door-timer d))
+    (when poller (poller-stop! poller))
+    (log-fastcgi-info "stopped listening on ~a" (listener-address listener))))
 
 ;; Connections the loop accepts at most before it reads the others again. One: workers of
 ;; a manager share the listening socket, and a loop that took every pending connection at
