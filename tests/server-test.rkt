@@ -15,7 +15,8 @@
          (only-in "../fastcgi/private/connection.rkt" serve-connection)
          "../fastcgi/private/protocol.rkt"
          (only-in "../fastcgi/private/web.rkt" servlet->handler)
-         (only-in "../fastcgi/private/wire.rkt" server make-conn))
+         (only-in "../fastcgi/private/wire.rkt" make-conn)
+         (only-in "../fastcgi/private/server.rkt" make-server))
 
 (define dir (make-temporary-file "fastcgi-server-~a" 'directory))
 (define (sock name) (string-append "unix:" (path->string (build-path dir name))))
@@ -82,9 +83,7 @@
                         (- end start))
                       void))
   (define-values (in to-server) (make-pipe))
-  (define srv (server (servlet->handler hello default-limits) '(responder) default-limits
-                      (make-hasheq) (box 0) (make-hasheq) #f #f (box 0.0) (box (cons 0.0 0))
-                      (make-thread-group) (box 1.0) '()))
+  (define srv (make-server (servlet->handler hello default-limits)))
   (define c (make-conn in out "test" srv))
   (define reader (thread (λ () (serve-connection c))))
   (write-bytes (record->bytes 'begin-request 1 (begin-request-content 'responder #t)) to-server)

@@ -162,28 +162,24 @@
 (define (read-loop c st)
   (define lim (server-limits (conn-server c)))
   (define d (rd-decoder st))
-  (define read!
-    (if (conn-fd c)
-        (λ (bs start end)
-          (define loop? (eq? (owner-state (conn-owner c)) 'loop))
-          (cond
-            ;; the last read from the socket filled less than the space it had, so it is
-            ;; most likely empty: the loop parks without a read() that would only say
-            ;; EAGAIN (epoll reports the socket again if it is not); a thread of its own
-            ;; waits before reading (see conn-read!)
-            [(and loop? (or (rd-short? st) (>= (rd-reads st) reads-per-turn))) 'would-block]
-            [else
-             (when loop? (set-rd-reads! st (add1 (rd-reads st))))
-             (define n (if loop?
-                           (conn-try-read! c bs start end)
-                           (conn-read! c bs start end (rd-short? st))))
-             (set-rd-short?! st (and (exact-integer? n) (< n (- end start))))
-             (cond [(eqv? n 0) 'would-block]
-                   [(exn? n) eof]         ; a socket error ends the connection
-                   [else n])]))
-        (let ([in (conn-in c)])
-          (λ (bs start end)
-            (with-handlers ([exn:fail? (λ (e) eof)]) (read-bytes-avail! bs in start end))))))
+  ;; read! : bytes natural natural -> (or/c natural eof 'would-block 'wake)
+  (define (read! bs start end)
+    (define loop? (eq? (owner-state (conn-owner c)) 'loop))
+    (cond
+      ;; the last read filled less than the space it had, so the socket is most likely
+      ;; empty: the loop parks without a read() that would only say EAGAIN (epoll reports
+      ;; the socket again if it is not); a thread of its own waits before reading (see
+      ;; conn-read!)
+      [(and loop? (or (rd-short? st) (>= (rd-reads st) reads-per-turn))) 'would-block]
+      [else
+       (when loop? (set-rd-reads! st (add1 (rd-reads st))))
+       (define n (if loop?
+                     (conn-try-read! c bs start end)
+                     (conn-read! c bs start end (rd-short? st))))
+       (set-rd-short?! st (and (exact-integer? n) (< n (- end start))))
+       (cond [(eqv? n 0) 'would-block]
+             [(exn? n) eof]               ; a socket error ends the connection
+             [else n])]))
   (let loop ()
     (define type (decoder-view! d))
     (cond

@@ -18,6 +18,7 @@
          "wire.rkt"
          "log-limit.rkt")
 (provide start-server
+         make-server
          resolve-listener
          (struct-out running-server))
 
@@ -58,10 +59,7 @@
   ;; exit called by a handler ends its request (contain.rkt): the server's threads, all
   ;; made from here on, inherit the exit handler
   (install-exit-handler!)
-  (define srv (server handler roles lim (make-table)
-                      (box 0) (make-hasheq) #f observer (box 0.0)
-                      (make-notes)
-                      (make-thread-group) (box 1.0) '()))
+  (define srv (make-server handler #:roles roles #:limits lim #:observer observer))
   (define d (door srv listener allowed (make-timer)
                   (make-semaphore (limits-max-connections lim))
                   (make-semaphore overflow-connections) #f #f))
@@ -82,6 +80,17 @@
                   (λ (#:timeout [timeout 30] #:hand-to [hand-to '()]) (stop! d timeout hand-to))
                   srv
                   (λ (fd peer pending) (adopt! d fd peer pending))))
+
+;; make-server : (fastcgi-request -> any) #:roles #:limits #:observer -> server
+;; A server's shared state (wire.rkt), new: no connection, nothing counted yet.
+(define (make-server handler
+                     #:roles [roles '(responder)]
+                     #:limits [lim default-limits]
+                     #:observer [observer #f])
+  (server handler roles lim (make-table)
+          (box 0) (make-hasheq) #f observer (box 0.0)
+          (make-notes)
+          (make-thread-group) (box 1.0) '()))
 
 ;; A running server's intake: its server state, listener, allowed clients, timer, the
 ;; semaphores of its connection slots (max-connections) and overflow slots, the event

@@ -4,14 +4,14 @@
 ;; so records of different requests never interleave inside a write.
 (require ffi/unsafe/atomic
          ffi/unsafe/custodian
-         ffi/unsafe/port
          "clock.rkt"
+         "io.rkt"
          "limits.rkt"
          "owner.rkt"
-         "table.rkt"
-         "transport.rkt")
+         "table.rkt")
 (provide (struct-out server)
          (struct-out conn)
+         conn-fd
          make-conn
          make-fd-conn
          ensure-reader!
@@ -85,10 +85,10 @@
     (end-atomic)
     (for ([s (in-list semas)]) (semaphore-post s))))
 
-;; Per connection. fd: the socket, read, written and closed through the FFI, with no ports
-;; (in, out: #f); or in and out, ports that are not a socket's (fd: #f), as in tests.
-;; broken-sema: posted once broken. cref: the fd's registration with its custodian.
-(struct conn (in out fd peer server lock requests broken-sema broken-evt [cref #:mutable]
+;; Per connection. io: its I/O actions (io.rkt), over the socket's descriptor or, in
+;; tests, over ports. broken-sema: posted once broken. cref: the fd's registration with
+;; its custodian.
+(struct conn (io peer server lock requests broken-sema broken-evt [cref #:mutable]
               [deadline #:mutable]        ; ms after which the reader is cut off, or #f
               [write-deadline #:mutable]  ; ms after which the blocked write is cut off, or #f
               [broken? #:mutable]         ; the socket failed or was cut: nothing more is sent
@@ -113,31 +113,29 @@
               ;; connections over (see conn-read!)
               wake))
 
-;; make-conn : input-port output-port string server -> conn
-;; A connection over ports. The output port is made unbuffered: closing a buffered fd port
-;; while a writer is blocked on it (a peer that stopped reading) tries to flush first and
-;; blocks the closer forever; that closer is the deadline manager of every connection
-;; (conn-broken! from watch-deadlines).
+;; conn-fd : conn -> (or/c fd #f) ; the socket's descriptor (#f over ports)
+(define (conn-fd c) (io-fd (conn-io c)))
+
+;; make-conn : input-port output-port string server -> conn ; a connection over ports
 (define (make-conn in out peer srv)
-  (when (file-stream-port? out) (file-stream-buffer-mode out 'none))
-  (new-conn in out #f peer srv))
+  (new-conn (port-io in out) peer srv))
 
 ;; make-fd-conn : fd string server -> conn
 ;; A connection over a socket fd, which it now owns: conn-broken! closes it, and so does a
 ;; shutdown of the current custodian. No ports: making and closing an fd's two ports costs
-;; more than the rest of accepting a connection (bench/OPTIMISATIONS.md, round 8).
+;; more than the rest of accepting a connection (bench/OPTIMISATIONS.md, no ports).
 (define (make-fd-conn fd peer srv)
-  (define c (new-conn #f #f fd peer srv))
-  ;; weak: a strong registration costs a will per connection, which made GC take about
-  ;; 4 us more per connection; the server's table of connections holds c until it ends
-  ;; (#f when the custodian is already shut down: then only conn-broken! closes the fd)
+  (define c (new-conn (fd-io fd) peer srv))
+  ;; weak: a strong registration costs a will per connection, which made GC slower per
+  ;; connection; the server's table of connections holds c until it ends (#f when the
+  ;; custodian is already shut down: then only conn-broken! closes the fd)
   (set-conn-cref! c (register-custodian-shutdown c conn-cut! #:weak? #t))
   c)
 
-;; new-conn : (or/c input-port #f) (or/c output-port #f) (or/c fd #f) string server -> conn
-(define (new-conn in out fd peer srv)
+;; new-conn : io string server -> conn
+(define (new-conn x peer srv)
   (define sema (make-semaphore 0))
-  (conn in out fd peer srv (make-semaphore 1) (make-table) sema (semaphore-peek-evt sema) #f
+  (conn x peer srv (make-semaphore 1) (make-table) sema (semaphore-peek-evt sema) #f
         #f #f #f #f #f #f #f #f #f (server-last-params srv)
         (counter-add! conn-keys 1) (make-semaphore 0)))
 
@@ -164,53 +162,37 @@
     (if (box-cas! b old (+ old n)) (+ old n) (loop))))
 
 ;; conn-broken! : conn -> void ; mark the connection unusable and close its socket (or
-;; ports), which wakes a reader or writer blocked on it (on the fd: with broken-evt).
+;; ports), which wakes a reader or writer blocked on it (with broken-evt); its owner
+;; learns it (owner-lost!).
 (define (conn-broken! c)
   (when (conn-cut! c)
     (define cref (conn-cref c))
     (when cref (unregister-custodian-shutdown c cref))
-    (unless (conn-fd c)
-      (close-output-port* (conn-out c))
-      (close-input-port (conn-in c)))
     (define o (conn-owner c))
     (when o (owner-lost! o))))
 
 ;; conn-cut! : conn -> boolean ; #t the first time: marks the connection broken and closes
-;; its fd (also the custodian's shutdown callback for it). Atomic: a reader or writer
-;; checks broken? in atomic mode before each call on the fd, so none touches it once it is
-;; closed (and perhaps reused by the next accept).
+;; its io (also the custodian's shutdown callback for it). The fd leaves the event loop
+;; before it is closed: after, its number may be the next connection's.
 (define (conn-cut! c)
   (start-atomic)
   (define first? (not (conn-broken? c)))
   (when first?
     (set-conn-broken?! c #t)
-    (define fd (conn-fd c))
-    (when fd
-      (unsafe-socket->semaphore fd 'remove)
-      ;; before the close: the fd's number may be the next connection's right after
-      (when (conn-owner c) (owner-forget! (conn-owner c) #t))
-      (socket-close! fd))
-    (semaphore-post (conn-broken-sema c)))
+    (when (conn-owner c) (owner-forget! (conn-owner c) #t)))
   (end-atomic)
+  (when first?
+    (io-close! (conn-io c))
+    (semaphore-post (conn-broken-sema c)))
   first?)
 
-;; conn-shutdown-write! : conn -> void
-;; Half-closes the socket for a graceful close, unless it is broken (and its fd closed).
+;; conn-shutdown-write! : conn -> void ; half-closes it for a graceful close
 (define (conn-shutdown-write! c)
-  (cond
-    [(conn-fd c)
-     (start-atomic)
-     (unless (conn-broken? c) (socket-shutdown-write! (conn-fd c)))
-     (end-atomic)]
-    [else (socket-shutdown-write! (conn-out c))]))
-
-;; close-output-port* : output-port -> void ; closing may try to flush into a dead socket
-(define (close-output-port* out)
-  (with-handlers ([exn:fail? void]) (close-output-port out)))
+  (io-shutdown! (conn-io c)))
 
 ;; conn-read! : conn bytes natural natural [boolean] -> (or/c natural eof exn:fail 'wake)
-;; Blocks until the socket has bytes (at least one is read into bs[start, end)), the peer
-;; closed it (eof) or the connection was broken (eof). A socket error is returned, not
+;; Blocks until the connection has bytes (at least one is read into bs[start, end)), the
+;; peer closed it (eof) or the connection was broken (eof). A socket error is returned, not
 ;; raised (an exception handler per read costs more than the read's own work). 'wake:
 ;; the wake semaphore was posted (while its server hands connections over: the reader is
 ;; to see whether it can hand this one over).
@@ -218,37 +200,28 @@
 ;; wait for it to be readable before the first read, rather than make a read() that
 ;; only says EAGAIN (one system call per request on a kept connection).
 (define (conn-read! c bs start end [wait-first? #f])
-  (define fd (conn-fd c))
+  (define x (conn-io c))
   (let loop ([wait? wait-first?])
-    (start-atomic)
-    (define r (cond [(conn-broken? c) eof] [wait? 0] [else (socket-read! fd bs start end)]))
-    (define evt (and (eqv? r 0) (unsafe-socket->semaphore fd 'read)))
-    (end-atomic)
+    (define r (cond [(conn-broken? c) eof] [wait? 0] [else (io-receive! x bs start end)]))
     (cond
-      [evt
+      [(eqv? r 0)
        ;; (the wake semaphore is waited on always: a reader that began to wait before its
        ;; server began to hand connections over must see the wake too)
-       (if (eq? (sync evt (conn-broken-evt c) (conn-wake c)) (conn-wake c))
+       (if (eq? (sync (io-readable-evt x) (conn-broken-evt c) (conn-wake c)) (conn-wake c))
            'wake
            (loop #f))]
       [else r])))
 
 ;; conn-try-read! : conn bytes natural natural -> (or/c natural eof exn:fail)
-;; One read() that does not wait: 0 when the socket has nothing now; eof at the end or
+;; One read that does not wait: 0 when the connection has nothing now; eof at the end or
 ;; once the connection is broken; a socket error is returned, as by conn-read!.
 (define (conn-try-read! c bs start end)
-  (start-atomic)
-  (define r (if (conn-broken? c) eof (socket-read! (conn-fd c) bs start end)))
-  (end-atomic)
-  r)
+  (if (conn-broken? c) eof (io-receive! (conn-io c) bs start end)))
 
 ;; conn-input-pending? : conn -> boolean ; unread bytes wait in the socket (see
 ;; socket-input-pending?); #f for a broken connection or one over ports
 (define (conn-input-pending? c)
-  (start-atomic)
-  (define pending? (and (not (conn-broken? c)) (conn-fd c) (socket-input-pending? (conn-fd c))))
-  (end-atomic)
-  pending?)
+  (and (not (conn-broken? c)) (io-input-pending? (conn-io c))))
 
 ;; conn-lock! : conn -> void
 ;; Takes the connection's write lock; if another thread holds it, first tells the event
@@ -265,8 +238,7 @@
 ;; Breaks are off inside: a handler stopped by the request timeout never leaves the lock held.
 (define (conn-send! c bs [start 0] [end (bytes-length bs)] [still? #f])
   (parameterize-break #f
-    (locked-send c still?
-      (if (conn-fd c) (fd-send! c bs start end) (port-send! c bs start end)))))
+    (locked-send c still? (send-all! c bs start end))))
 
 ;; conn-send-records! : conn bytes bytes natural natural natural (or/c #f (-> boolean))
 ;;                      -> boolean
@@ -276,13 +248,7 @@
 ;; conn-send! does, and the rest go on the same way). Nothing else is sent between them.
 (define (conn-send-records! c heads bs start n k still?)
   (parameterize-break #f
-    (locked-send c still?
-      (cond
-        [(conn-fd c) (fd-send-records! c heads bs start n k)]
-        [else
-         (for/and ([j (in-range k)])
-           (and (port-send! c heads (* 8 j) (* 8 (add1 j)))
-                (port-send! c bs (+ start (* n j)) (+ start (* n (add1 j))))))]))))
+    (locked-send c still? (send-records! c heads bs start n k))))
 
 ;; (locked-send c still? send-expr): under the connection's write lock, send-expr's
 ;; boolean (did everything leave?), or #f without evaluating it when the connection is
@@ -299,15 +265,11 @@
        (unless ok? (conn-broken! c))
        ok?])))
 
-;; fd-send-records! : conn bytes bytes natural natural natural [natural] -> boolean
-;; Records j0 to k - 1 in one sendmsg; a record it left partly sent is finished by
-;; fd-send! (which waits while the socket is full), then the rest go the same way.
-(define (fd-send-records! c heads bs start n k [j0 0])
-  (start-atomic)
-  (define r (if (conn-broken? c)
-                0
-                (socket-write-records! (conn-fd c) heads (* 8 j0) bs (+ start (* n j0)) n (- k j0))))
-  (end-atomic)
+;; send-records! : conn bytes bytes natural natural natural [natural] -> boolean
+;; Records j0 to k - 1 in one io-send-records!; a record it left partly sent is finished
+;; by send-all! (which waits while the connection is full), then the rest go the same way.
+(define (send-records! c heads bs start n k [j0 0])
+  (define r (io-send-records! (conn-io c) heads (* 8 j0) bs (+ start (* n j0)) n (- k j0)))
   (define size (+ 8 n))
   (define j (+ j0 (quotient r size)))
   (define off (remainder r size))
@@ -317,37 +279,26 @@
      (define h (* 8 j))
      (define from (+ start (* n j)))
      (and (if (< off 8)
-              (and (fd-send! c heads (+ h off) (+ h 8)) (fd-send! c bs from (+ from n)))
-              (fd-send! c bs (+ from (- off 8)) (+ from n)))
-          (or (= (add1 j) k) (fd-send-records! c heads bs start n k (add1 j))))]))
+              (and (send-all! c heads (+ h off) (+ h 8)) (send-all! c bs from (+ from n)))
+              (send-all! c bs (+ from (- off 8)) (+ from n)))
+          (or (= (add1 j) k) (send-records! c heads bs start n k (add1 j))))]))
 
-;; fd-send! : conn bytes natural natural -> boolean ; #f when broken or on a socket error
-;; The write deadline starts only when the socket's buffer is full: most answers leave in
-;; one send() that does not wait, and then no clock is read.
-(define (fd-send! c bs start end)
-  (define fd (conn-fd c))
+;; send-all! : conn bytes natural natural -> boolean ; #f when broken or on an error
+;; The write deadline starts only when the connection is full: most answers leave in one
+;; send that does not wait, and then no clock is read.
+(define (send-all! c bs start end)
+  (define x (conn-io c))
   (let loop ([i start])
-    (start-atomic)
-    (define r (if (conn-broken? c) #f (socket-write! fd bs i end)))
-    (define evt (and (eqv? r 0) (unsafe-socket->semaphore fd 'write)))
-    (end-atomic)
+    (define r (io-send! x bs i end))
     (cond
-      [(not (exact-integer? r)) #f]
+      [(not r) #f]
       [(= (+ i r) end) #t]
       [else
-       (when evt
+       (when (zero? r)
          (unless (conn-write-deadline c) (start-write-deadline! c))
          (before-block! c)
-         (sync evt (conn-broken-evt c)))
+         (sync (io-writable-evt x) (conn-broken-evt c)))
        (loop (+ i r))])))
-
-;; port-send! : conn bytes natural natural -> boolean ; #f when the port fails
-(define (port-send! c bs start end)
-  (with-handlers ([exn:fail? (λ (e) #f)])
-    (start-write-deadline! c)
-    (write-bytes bs (conn-out c) start end)
-    (flush-output (conn-out c))
-    #t))
 
 ;; start-write-deadline! : conn -> void
 (define (start-write-deadline! c)
