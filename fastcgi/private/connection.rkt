@@ -5,7 +5,7 @@
 ;;
 ;; Body flow rule. Each request has its own stdin buffer (limits-stdin-buffer bytes).
 ;; While it is the only live request on its connection, a full buffer pauses the reader,
-;; so TCP pushes back on the front and a 1 GiB upload streams through a small buffer.
+;; so TCP pushes back on the front and an upload of any size streams through a small buffer.
 ;; When other requests are live on the same connection, the reader never waits on one
 ;; handler: a request whose buffer overflows is ended at once (the empty STDOUT if any
 ;; STDOUT left, then END_REQUEST with application status 1; its handler's reads and writes

@@ -168,7 +168,7 @@
 
 ;; shed? : server limits -> boolean
 ;; A request whose work ahead is over max-queue-delay is refused. This is a concurrency
-;; limit that follows what requests cost: 20 ms handlers get 25 at a time for 0.5 s, I/O
+;; limit that follows what requests cost: the costlier the handlers, the fewer at a time; I/O
 ;; waits get max-concurrent. With at least one admitted at any time, the served requests
 ;; keep a bounded latency under any overload, and the rest get a fast 503.
 (define (shed? srv lim)
@@ -192,7 +192,7 @@
 
 ;; note-overloaded! : server (-> string) -> void
 ;; Counts a request refused with END_REQUEST OVERLOADED, and logs at most one line a
-;; second for all of them: a peer can make thousands a second with 8-byte records.
+;; second for all of them: a peer can make very many a second with header-only records.
 (define (note-overloaded! srv why)
   (stat-add! srv 'overloaded)
   (warn-once-a-second! srv 'overloaded "refused so" (λ () (format "~a: OVERLOADED" (why)))))
@@ -290,10 +290,10 @@
 ;; thread is the connection's reader.
 (define (feed! c r out bs start end lim)
   ;; put! : natural -> natural ; queue bs[i, end), return the new position.
-  ;; A Racket CS pipe's write-bytes-avail* stops where its buffer has to grow (62 bytes
-  ;; into an empty pipe), so it is repeated while it makes progress: only 0 means full.
+  ;; A Racket CS pipe's write-bytes-avail* stops where its buffer has to grow (a few dozen
+  ;; bytes into an empty pipe), so it is repeated while it makes progress: only 0 means full.
   ;; (Treating the first short write as full ended every multiplexed request whose
-  ;; STDIN record was over 62 bytes.) A closed pipe (request ended) takes everything.
+  ;; STDIN record was larger than that.) A closed pipe (request ended) takes everything.
   (define (put! i)
     (define n (with-handlers ([exn:fail? (λ (e) (- end i))]) (write-bytes-avail* bs out i end)))
     (if (and (positive? n) (< (+ i n) end)) (put! (+ i n)) (+ i n)))
@@ -326,7 +326,7 @@
 ;; requests hold past connection-buffer: params stored while incomplete, and body bytes
 ;; queued for handlers that have not read them. Each request alone is bounded by
 ;; max-params-bytes and stdin-buffer; without this, a connection carrying
-;; max-requests-per-connection of them (100) could hold 100 times that, about 38 MiB. A
+;; max-requests-per-connection of them could hold that many times as much. A
 ;; connection with one live request at a time (nginx, Apache, lighttpd) never counts.
 (define (over-connection-buffer? c len lim)
   (and (conn-mpx? c)

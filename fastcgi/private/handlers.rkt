@@ -114,7 +114,8 @@
 
 ;; check-request-timeouts! : conn limits flonum -> void
 ;; A handler past request-timeout gets a break (its request answers 503 if nothing left
-;; yet); one that ignores the break for 5 s more is ended from outside (its writes fail).
+;; yet); one that ignores the break for broken-grace-ms more is ended from outside (its
+;; writes fail).
 (define (check-request-timeouts! c lim now)
   (define secs (limits-request-timeout lim))
   (when secs
@@ -134,7 +135,7 @@
          (start-atomic)
          (when (eq? (table-ref (conn-requests c) (fastcgi-request-id r) #f) r) (break-thread t))
          (end-atomic)]
-        [(and broken (> (- now broken) 5000))
+        [(and broken (> (- now broken) broken-grace-ms))
          ;; In a thread of its own: ending takes the connection's lock, which the handler
          ;; may hold in a write blocked on a peer that stopped reading; this loop is the
          ;; deadline manager that must go on to cut that write. +inf.0: ended once.
@@ -204,3 +205,7 @@
   (start-atomic)
   (hash-set! stats key (add1 (hash-ref stats key 0)))
   (end-atomic))
+
+;; How long a handler that ignored its request-timeout break may run on before its
+;; request is ended from outside.
+(define broken-grace-ms 5000)

@@ -5,7 +5,7 @@
 ;; loop asks epoll which are readable and runs each one's step in turn, without a thread
 ;; switch per request. Racket's own way (a thread per
 ;; connection, each waiting on the socket through Racket's epoll set) costs two thread
-;; switches and two epoll_ctl per request: bench/OPTIMISATIONS.md, round 5.
+;; switches and two epoll_ctl per request (bench/OPTIMISATIONS.md, the event loop).
 ;;
 ;; A step must not block. Whoever is about to block on behalf of one connection while
 ;; running as the loop hands the loop over first (poller-hand-over!): a new thread becomes
@@ -167,9 +167,9 @@
 ;; so that the rest of the process runs meanwhile, except during a lease: after a wait in
 ;; which no other thread ran (the place's thread swaps moved by one), while no handler
 ;; runs (quiet?), for lease-ms, the loop waits in epoll_wait itself. A wait through the
-;; scheduler makes six or seven system calls (it polls its own epoll set and wake-up pipe,
-;; then takes our epoll fd out of its set and puts it back) where epoll_wait makes one:
-;; 4.4-6.7% more requests a second through nginx (bench/OPTIMISATIONS.md, round 9). While
+;; scheduler makes several system calls (it polls its own epoll set and wake-up pipe,
+;; then takes our epoll fd out of its set and puts it back) where epoll_wait makes one
+;; (bench/OPTIMISATIONS.md, the epoll lease). While
 ;; the loop waits so, no other thread of the process runs: one that becomes ready then
 ;; (a timer, a reader of its own) waits at most lease-ms, and a signal ends the wait.
 (define (run-loop p)

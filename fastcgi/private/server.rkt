@@ -284,7 +284,7 @@
 ;; Connections the loop accepts at most before it reads the others again. One: workers of
 ;; a manager share the listening socket, and a loop that took every pending connection at
 ;; once kept a burst of a front's connections, and their requests for as long as the front
-;; keeps them, on one worker (bench: 2 workers no faster than 1 on CPU-bound requests).
+;; keeps them, on one worker (the bench saw a second worker add nothing on CPU-bound requests).
 ;; Taking one, then serving what is ready, leaves the next to a worker with less to do.
 (define accepts-per-turn 1)
 
