@@ -14,14 +14,15 @@
          "private/transport.rkt")
 
 ;; The servlet side (web-server's structs, the adapter) loads when first used: a raw
-;; application, which never uses it, runs without web-server in memory (about 30 MiB less
-;; resident memory, bench/OPTIMISATIONS.md, round 12).
+;; application, which never uses it, runs without web-server in memory (web-server and
+;; what it pulls in are a large share of a process's resident memory: see
+;; bench/OPTIMISATIONS.md, web-server loads only for a servlet).
 (lazy-require ["private/web.rkt" (servlet->handler authorized)]
               ["private/servlet.rkt" (start->servlet loaded-servlet-run)])
 
 ;; request? and response?, for serve/fastcgi's contract on the servlet, which checks both
 ;; on every request: loaded on the first check, then called directly (a lazy-require
-;; wrapper took 116 ns a call against 3).
+;; wrapper costs many times the predicate itself on every call).
 (define-runtime-module-path-index request-structs 'web-server/http/request-structs)
 (define-runtime-module-path-index response-structs 'web-server/http/response-structs)
 (define request-pred #f)
@@ -42,39 +43,32 @@
 (define role/c (or/c 'responder 'authorizer 'filter))
 (define timeout/c (or/c #f (>/c 0)))
 
+;; (serve/c handler/c role/c own-option ...) : the contract of a serve procedure: its
+;; handler, the keyword options serve/fastcgi and serve/fastcgi-raw share, and its own.
+(define-syntax-rule (serve/c handler/c role/c own-option ...)
+  (->* (handler/c)
+       (#:roles (non-empty-listof role/c)
+        #:listen (or/c string? #f)
+        #:port (or/c #f (integer-in 0 65535))
+        #:listen-ip string?
+        #:limits limits?
+        #:allowed-clients (or/c #f string?)
+        #:socket-mode (integer-in 0 #o7777)
+        #:socket-owner (or/c #f string? exact-nonnegative-integer?)
+        #:socket-group (or/c #f string? exact-nonnegative-integer?)
+        #:backlog exact-positive-integer?
+        #:on-ready (-> string? any)
+        own-option ...)
+       stop/c))
+
 (provide
  (contract-out
   [serve/fastcgi
-   (->* ((-> request? response?))
-        (#:roles (non-empty-listof (or/c 'responder 'authorizer))
-         #:listen (or/c string? #f)
-         #:port (or/c #f (integer-in 0 65535))
-         #:listen-ip string?
-         #:limits limits?
-         #:allowed-clients (or/c #f string?)
-         #:socket-mode (integer-in 0 #o7777)
-         #:socket-owner (or/c #f string? exact-nonnegative-integer?)
-         #:socket-group (or/c #f string? exact-nonnegative-integer?)
-         #:backlog exact-positive-integer?
-         #:on-ready (-> string? any)
-         #:manager any/c
-         #:continuation-timeout (>/c 0)
-         #:servlet-memory exact-positive-integer?)
-        stop/c)]
-  [serve/fastcgi-raw
-   (->* ((-> fastcgi-request? any))
-        (#:roles (non-empty-listof role/c)
-         #:listen (or/c string? #f)
-         #:port (or/c #f (integer-in 0 65535))
-         #:listen-ip string?
-         #:limits limits?
-         #:allowed-clients (or/c #f string?)
-         #:socket-mode (integer-in 0 #o7777)
-         #:socket-owner (or/c #f string? exact-nonnegative-integer?)
-         #:socket-group (or/c #f string? exact-nonnegative-integer?)
-         #:backlog exact-positive-integer?
-         #:on-ready (-> string? any))
-        stop/c)]
+   (serve/c (-> request? response?) (or/c 'responder 'authorizer)
+            #:manager any/c
+            #:continuation-timeout (>/c 0)
+            #:servlet-memory exact-positive-integer?)]
+  [serve/fastcgi-raw (serve/c (-> fastcgi-request? any) role/c)]
   [make-limits
    (->* ()
         (#:max-params-bytes exact-positive-integer?
@@ -117,6 +111,24 @@
 ;; fastcgi-param : fastcgi-request (or/c bytes string) [any] -> any
 (define (fastcgi-param r name [default #f]) (request-param r name default))
 
+;; (define-serve (name handler own-formal ...) make-handler) : a serve procedure, with the
+;; keyword options both share and their defaults (a listener's are listener-options.rkt's);
+;; make-handler, given the limits, makes the raw handler it serves.
+(define-syntax-rule (define-serve (name handler own-formal ...) make-handler)
+  (define (name handler own-formal ...
+                #:roles [roles '(responder)] #:limits [lim default-limits]
+                #:listen [listen #f] #:port [port #f] #:listen-ip [ip "127.0.0.1"]
+                #:allowed-clients [allowed (getenv "FCGI_WEB_SERVER_ADDRS")]
+                #:socket-mode [mode (listener-options-socket-mode default-listener-options)]
+                #:socket-owner [owner (listener-options-socket-owner default-listener-options)]
+                #:socket-group [group (listener-options-socket-group default-listener-options)]
+                #:backlog [backlog (listener-options-backlog default-listener-options)]
+                #:on-ready [on-ready void])
+    (serve* (make-handler lim) roles lim (or listen (and port (ip+port->string ip port)))
+            (make-listener-options #:backlog backlog #:socket-mode mode
+                                   #:socket-owner owner #:socket-group group)
+            allowed on-ready)))
+
 ;; serve/fastcgi : (request -> response) keyword-options -> stop procedure
 ;; Serves a web-server servlet; returns at once with the procedure that stops gracefully.
 ;; The servlet may capture continuations (send/suspend...): they live in `manager`, by
@@ -124,35 +136,21 @@
 ;; last use, fewer while the process holds more than servlet-memory bytes).
 ;; With 'authorizer among the roles, the servlet also answers Authorizer requests (see
 ;; response/authorized); the raw request's role says which it is serving.
-(define (serve/fastcgi start #:roles [roles '(responder)] #:limits [lim default-limits]
-                       #:listen [listen #f] #:port [port #f] #:listen-ip [ip "127.0.0.1"]
-                       #:allowed-clients [allowed (getenv "FCGI_WEB_SERVER_ADDRS")]
-                       #:socket-mode [mode #o660] #:socket-owner [owner #f]
-                       #:socket-group [group #f] #:backlog [backlog 1024]
-                       #:on-ready [on-ready void]
-                       #:manager [manager #f]
-                       #:continuation-timeout [timeout (* 4 60 60)]
-                       #:servlet-memory [memory (* 128 1024 1024)])
-  (define s (start->servlet start #:manager manager #:timeout timeout #:memory memory))
-  (serve* (servlet->handler (loaded-servlet-run s) lim) roles lim listen port ip allowed mode
-          owner group backlog on-ready))
+(define-serve (serve/fastcgi start
+                             #:manager [manager #f]
+                             #:continuation-timeout [timeout (* 4 60 60)]
+                             #:servlet-memory [memory (* 128 1024 1024)])
+  (λ (lim)
+    (define s (start->servlet start #:manager manager #:timeout timeout #:memory memory))
+    (servlet->handler (loaded-servlet-run s) lim)))
 
 ;; serve/fastcgi-raw : (fastcgi-request -> any) keyword-options -> stop procedure
-(define (serve/fastcgi-raw handler #:roles [roles '(responder)] #:limits [lim default-limits]
-                           #:listen [listen #f] #:port [port #f] #:listen-ip [ip "127.0.0.1"]
-                           #:allowed-clients [allowed (getenv "FCGI_WEB_SERVER_ADDRS")]
-                           #:socket-mode [mode #o660] #:socket-owner [owner #f]
-                           #:socket-group [group #f] #:backlog [backlog 1024]
-                           #:on-ready [on-ready void])
-  (serve* handler roles lim listen port ip allowed mode owner group backlog on-ready))
+(define-serve (serve/fastcgi-raw handler) (λ (lim) handler))
 
-;; serve* : handler roles limits ... -> stop procedure
-(define (serve* handler roles lim listen port ip allowed mode owner group backlog on-ready)
-  (define address (or listen (and port (if (regexp-match? #rx":" ip)
-                                           (format "[~a]:~a" ip port)
-                                           (format "~a:~a" ip port)))))
-  (define l (resolve-listener address #:backlog backlog #:socket-mode mode
-                              #:socket-owner owner #:socket-group group))
+;; serve* : handler roles limits (or/c string #f) listener-options (or/c string #f)
+;;          (string -> any) -> stop procedure
+(define (serve* handler roles lim address options allowed on-ready)
+  (define l (listener-for address options))
   (define rs (start-server handler l #:roles roles #:limits lim
                            #:allowed-clients (and allowed (parse-allowed-clients allowed))))
   (on-ready (running-server-address rs))

@@ -1,5 +1,5 @@
 #lang racket/base
-;; Private sockets (transport.rkt), which the manager and its workers share instead of
+;; Private sockets (private-socket.rkt), which the manager and its workers share instead of
 ;; files (control.rkt): no file, close-on-exec at both ends, and no other user on either
 ;; end: a connection from another user is closed unseen (and logged), a name another user
 ;; holds is not connected to. The other user is `nobody`, through setpriv.

@@ -8,8 +8,8 @@
 ;;   allowed-clients parsing table      tests/transport-test.rkt ("allowed clients")
 ;;   socket modes and the live-socket   tests/transport-test.rkt ("unix listener: ...")
 ;;     refusal at the listener level
-;;   params and body caps (431, 413)    tests/connection-test.rkt ("-- limits --"), with
-;;                                      memory bounds in tests/hostile-test.rkt (13, 18)
+;;   params and body caps (431, 413)    tests/connection-limits-test.rkt, with
+;;                                      memory bounds in tests/hostile-memory-test.rkt (13, 18)
 (require net/url
          racket/file
          racket/list
@@ -163,12 +163,12 @@
                        #"header=http://evil.example:3128\ngetenv=#f\nchild=#f\n")))))
   (check-false (getenv "HTTP_PROXY"))
   (check-equal? (environment-variables-names (current-environment-variables)) env-before)
-  ;; no engine module writes the environment; transport.rkt only removes systemd's LISTEN_*
+  ;; no engine module writes the environment; inherited-socket.rkt only removes systemd's LISTEN_*
   (for ([f (in-directory engine-dir)] #:when (regexp-match? #rx"[.]rkt$" (path->string f)))
     (define text (file->string f))
     (check-false (regexp-match? #rx"putenv" text) (path->string f))
     (when (regexp-match? #rx"environment-variables-set!" text)
-      (check-regexp-match #rx"transport[.]rkt$" (path->string f))
+      (check-regexp-match #rx"inherited-socket[.]rkt$" (path->string f))
       (check-equal? (regexp-match* #rx"environment-variables-set! env name #f" text)
                     (regexp-match* #rx"environment-variables-set![^)]*" text)))))
 

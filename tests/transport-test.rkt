@@ -370,15 +370,18 @@
 (define (shell-quote s)
   (string-append "'" (string-replace s "'" "'\\''") "'"))
 
-(define child-program
+;; child-program-with : string -> string ; the child's program, its listener from expr
+(define (child-program-with expr)
   (format "(require (file ~s))
-           (define l (inherited-listener))
+           (define l ~a)
            (define-values (i o peer) (listener-accept l))
            (void (write-string (format \"ok ~~a ~~a ~~a\\n\" (listener-kind l)
                                        (listener-address l) (getenv \"LISTEN_FDS\"))
                                o))
            (close-output-port o)"
-          (path->string transport-module)))
+          (path->string transport-module) expr))
+
+(define child-program (child-program-with "(inherited-listener)"))
 
 (test-case "inherited listener: fd 0 (FCGI_LISTENSOCK_FILENO) in a child process"
   (define l (open-listener (parse-listen-address "127.0.0.1:0")))
@@ -424,6 +427,33 @@
       (if v (loop (cons (vector-ref v 1) acc)) (reverse acc))))
   (check-true (for/or ([m messages]) (regexp-match? #rx"invalid entry \"garbage\"" m)))
   (check-true (for/or ([m messages]) (regexp-match? #rx"every TCP client is denied" m))))
+
+(test-case "listener-for: an address opened with its listener-options, a listener as is"
+  (define path (tmp "for.sock"))
+  (define l (listener-for (string-append "unix:" path) (make-listener-options #:socket-mode #o600)))
+  (check-equal? (listener-kind l) 'unix)
+  (check-equal? (file-or-directory-permissions path 'bits) #o600)
+  (check-eq? (listener-for l) l)
+  (listener-close! l)
+  (define d (listener-for (string-append "unix:" path)))
+  (check-equal? (file-or-directory-permissions path 'bits) #o660 "default-listener-options' mode")
+  (listener-close! d)
+  (define t (listener-for "127.0.0.1:0" (make-listener-options #:backlog 2)))
+  (check-regexp-match #rx"^127[.]0[.]0[.]1:[0-9]+$" (listener-address t))
+  (listener-close! t))
+
+(test-case "listener-for #f: the inherited listener, else one clear error"
+  (define l (open-listener (parse-listen-address "127.0.0.1:0")))
+  (check-equal? (run-child l (format "exec ~a -e ~a" (find-exe)
+                                     (shell-quote (child-program-with "(listener-for #f)"))))
+                "ok inherited fd:0 #f")
+  (listener-close! l)
+  (define env (environment-variables-copy (current-environment-variables)))
+  (environment-variables-set! env #"LISTEN_PID" #f)
+  (unless (fd-listening-socket? 0)
+    (parameterize ([current-environment-variables env])
+      (check-exn (transport-error? #rx"^fastcgi: no address to listen on: give --listen")
+                 (lambda () (listener-for #f))))))
 
 (delete-directory/files tmp-dir)
 

@@ -4,7 +4,7 @@
 ;; later (a respawn, a reload) needs.
 ;;
 ;; - Names. The manager's control socket and each worker's relay socket (relay.rkt) are
-;;   private sockets (transport.rkt: Linux abstract unix sockets, our user only) named
+;;   private sockets (private-socket.rkt: Linux abstract unix sockets, our user only) named
 ;;   under a prefix unique to the manager: PREFIX/control and PREFIX/wID-TAG. TAG is a MAC
 ;;   of the worker id under the pool's relay key, which only the pool knows: another user,
 ;;   who sees the names in /proc/net/unix, cannot take a future worker's name first.

@@ -1,6 +1,8 @@
 #lang racket/base
 ;; Raw libc bindings for sockets, Linux x86_64 only: constants are hard-coded and socket
-;; addresses are laid out by hand in byte strings. Every call that can fail saves errno.
+;; addresses are laid out by hand in byte strings. Every call that can fail saves errno,
+;; but for the #:no-errno ones. define-libc, the form of every C binding in the collection
+;; (signals, the hand-over, the poller use it too), is defined here.
 (require ffi/unsafe
          ffi/unsafe/vm
          racket/string)
@@ -8,7 +10,8 @@
          SOL_SOCKET SO_REUSEADDR SO_ACCEPTCONN IPPROTO_TCP TCP_NODELAY
          IPPROTO_IPV6 IPV6_V6ONLY SHUT_WR
          EINTR EAGAIN ENFILE EMFILE ENOBUFS ENOMEM EPROTO ECONNABORTED ECONNREFUSED
-         SUN_PATH_MAX
+         SUN_PATH_MAX socket-flags
+         define-libc
          c-socket c-bind c-listen c-accept4 c-accept4/fast c-connect c-shutdown c-close c-close/fast
          c-read c-send c-read/fast c-send/fast c-recv/fast MSG_PEEK MSG_DONTWAIT c-sendrecs/fast sendrecs-max MSG_NOSIGNAL
          c-setsockopt c-getsockopt c-getsockname
@@ -16,7 +19,7 @@
          set-nonblocking! dup-cloexec set-cloexec! close-on-exec-all! null-onto! peer-credentials
          errno-message setsockopt-int getsockopt-int
          uid-of-user gid-of-group
-         ip->bytes bytes->ip
+         ip->bytes bytes->ip unmap-ipv4
          make-sockaddr-in make-sockaddr-un sockaddr-family sockaddr->ip+port
          SOCKADDR_MAX)
 
@@ -58,11 +61,21 @@
 (define ECONNABORTED 103)
 (define ECONNREFUSED 111)
 
+;; every socket made here: a stream socket, non-blocking and close-on-exec
+(define socket-flags (bitwise-ior SOCK_STREAM SOCK_NONBLOCK SOCK_CLOEXEC))
+
 (define SUN_PATH_MAX 107)   ; sun_path is 108 bytes including the terminating NUL
 (define SOCKADDR_MAX 128)   ; sizeof(struct sockaddr_storage)
 
-(define-syntax-rule (define-libc name c-name type ...)
-  (define name (get-ffi-obj c-name #f (_fun #:save-errno 'posix type ...))))
+;; (define-libc id "name" type ... -> type): the C library's function, which saves errno
+;; after each call (saved-errno reads it). With #:no-errno before the types it does not: for
+;; the calls on the per-request path, which a failure makes again with the saving version,
+;; and for those whose errno nobody reads. The types may begin with _fun's own options.
+(define-syntax define-libc
+  (syntax-rules ()
+    [(_ name c-name #:no-errno type ...) (define name (get-ffi-obj c-name #f (_fun type ...)))]
+    [(_ name c-name type ...)
+     (define name (get-ffi-obj c-name #f (_fun #:save-errno 'posix type ...)))]))
 
 (define-libc c-socket "socket" _int _int _int -> _int)
 (define-libc c-bind "bind" _int _bytes _int -> _int)
@@ -75,18 +88,18 @@
 ;; a non-blocking foreign call, so the string cannot move while the kernel copies.
 (define-libc c-read "read" _int _pointer _size -> _ssize)
 (define-libc c-send "send" _int _pointer _size _int -> _ssize)
-;; The same two without saving errno, for the per-request path: saving it costs a
-;; quarter of the call. A call that fails is made again with the saving version, whose
-;; errno (and result) count: a failed read or send took or sent nothing.
-(define c-read/fast (get-ffi-obj "read" #f (_fun _int _pointer _size -> _ssize)))
-(define c-send/fast (get-ffi-obj "send" #f (_fun _int _pointer _size _int -> _ssize)))
+;; The same two without saving errno, for the per-request path: saving it takes Racket's
+;; slower call path, which allocates. A call that fails is made again with the saving
+;; version, whose errno (and result) count: a failed read or send took or sent nothing.
+(define-libc c-read/fast "read" #:no-errno _int _pointer _size -> _ssize)
+(define-libc c-send/fast "send" #:no-errno _int _pointer _size _int -> _ssize)
 ;; recv, for a peek at whether input is pending (no errno wanted: any failure means none)
-(define c-recv/fast (get-ffi-obj "recv" #f (_fun _int _bytes _size _int -> _ssize)))
+(define-libc c-recv/fast "recv" #:no-errno _int _bytes _size _int -> _ssize)
 ;; The same for a connection's accept (a failed one is made again with c-accept4) and its
-;; close (whose errno nobody reads): saving errno made accept4 437 ns and 576 bytes a
-;; call, against 217 ns and none (a failing call in a loop), close 284 against 195.
-(define c-accept4/fast (get-ffi-obj "accept4" #f (_fun _int _bytes _bytes _int -> _int)))
-(define c-close/fast (get-ffi-obj "close" #f (_fun _int -> _int)))
+;; close (whose errno nobody reads), which a connection makes once each: see
+;; bench/OPTIMISATIONS.md, FFI calls without saving errno.
+(define-libc c-accept4/fast "accept4" #:no-errno _int _bytes _bytes _int -> _int)
+(define-libc c-close/fast "close" #:no-errno _int -> _int)
 ;; c-sendrecs/fast : fd bytes natural bytes natural natural natural -> integer, or #f (not CS)
 ;; One sendmsg(MSG_NOSIGNAL) of k records (1 <= k <= sendrecs-max): the j-th is the 8-byte
 ;; header heads[h + 8j, h + 8j + 8) and then the content bs[start + nj, start + n(j + 1)):
@@ -145,19 +158,23 @@
 (define-libc c-inet-ntop "inet_ntop" _int _bytes _bytes _int -> _pointer)
 (define-libc c-getpwnam "getpwnam" _bytes -> _pointer)
 (define-libc c-getgrnam "getgrnam" _bytes -> _pointer)
-(define c-strerror (get-ffi-obj "strerror" #f (_fun _int -> _string/utf-8)))
+(define-libc c-strerror "strerror" #:no-errno _int -> _string/utf-8)
 
 ;; errno-message : exact-integer -> string
 ;; "Permission denied (errno 13)".
 (define (errno-message errno)
   (format "~a (errno ~a)" (c-strerror errno) errno))
 
-;; set-nonblocking! : fd -> (or/c #t errno)
-(define (set-nonblocking! fd)
-  (define flags (c-fcntl fd F_GETFL 0))
+;; add-fd-flag! : fd natural natural natural -> (or/c #t errno)
+;; Reads fd's flags with the fcntl command get and writes them back, with flag added, with set.
+(define (add-fd-flag! fd get set flag)
+  (define flags (c-fcntl fd get 0))
   (cond [(< flags 0) (saved-errno)]
-        [(< (c-fcntl fd F_SETFL (bitwise-ior flags O_NONBLOCK)) 0) (saved-errno)]
+        [(< (c-fcntl fd set (bitwise-ior flags flag)) 0) (saved-errno)]
         [else #t]))
+
+;; set-nonblocking! : fd -> (or/c #t errno)
+(define (set-nonblocking! fd) (add-fd-flag! fd F_GETFL F_SETFL O_NONBLOCK))
 
 ;; dup-cloexec : fd -> (or/c fd (list errno))
 ;; A new descriptor (3 or above) for what fd refers to, close-on-exec.
@@ -166,11 +183,7 @@
   (if (< r 0) (list (saved-errno)) r))
 
 ;; set-cloexec! : fd -> (or/c #t errno)
-(define (set-cloexec! fd)
-  (define flags (c-fcntl fd F_GETFD 0))
-  (cond [(< flags 0) (saved-errno)]
-        [(< (c-fcntl fd F_SETFD (bitwise-ior flags FD_CLOEXEC)) 0) (saved-errno)]
-        [else #t]))
+(define (set-cloexec! fd) (add-fd-flag! fd F_GETFD F_SETFD FD_CLOEXEC))
 
 ;; close-on-exec-all! : -> void
 ;; Every descriptor from 3 up that the process holds now becomes close-on-exec: those the
@@ -244,6 +257,14 @@
   (define out (make-bytes 64 0))
   (c-inet-ntop (if (= 4 (bytes-length addr)) AF_INET AF_INET6) addr out 64)
   (bytes->string/utf-8 (car (regexp-match #rx#"^[^\0]*" out))))
+
+;; unmap-ipv4 : bytes -> bytes
+;; ::ffff:a.b.c.d becomes the 4-byte a.b.c.d; any other address is returned as is.
+(define (unmap-ipv4 addr)
+  (if (and (= 16 (bytes-length addr))
+           (equal? (subbytes addr 0 12) #"\0\0\0\0\0\0\0\0\0\0\377\377"))
+      (subbytes addr 12)
+      addr))
 
 ;; make-sockaddr-in : bytes port -> bytes
 ;; struct sockaddr_in (16 bytes) for a 4-byte address, sockaddr_in6 (28 bytes) for 16 bytes.

@@ -31,8 +31,8 @@
 (define MSG_CMSG_CLOEXEC #x40000000)
 (define MSG_CTRUNC #x8)
 
-(define c-sendmsg (get-ffi-obj "sendmsg" #f (_fun #:save-errno 'posix _int _pointer _int -> _ssize)))
-(define c-recvmsg (get-ffi-obj "recvmsg" #f (_fun #:save-errno 'posix _int _pointer _int -> _ssize)))
+(define-libc c-sendmsg "sendmsg" _int _pointer _int -> _ssize)
+(define-libc c-recvmsg "recvmsg" _int _pointer _int -> _ssize)
 
 ;; The largest message: a peer's text and a partly read record (header, content, padding).
 (define max-message (+ 2 1024 8 65535 255))

@@ -104,7 +104,13 @@
                  n))))
       (λ (heads h bs start n k) 0)
       (λ () (if (unbox closed) always-evt out))
-      (λ () (unless (unbox closed) (with-handlers ([exn:fail? void]) (socket-shutdown-write! out))))
+      ;; a socket's port is half-closed; any other output port (a pipe) is closed: the
+      ;; peer reads the end either way
+      (λ ()
+        (unless (unbox closed)
+          (if (unsafe-port->file-descriptor out)
+              (socket-shutdown-write! out)
+              (with-handlers ([exn:fail? void]) (close-output-port out)))))
       (λ ()
         (and (box-cas! closed #f #t)
              (begin

@@ -12,7 +12,8 @@
 ;; the loop, and the old one goes on with that one connection only.
 (require ffi/unsafe
          ffi/unsafe/atomic
-         ffi/unsafe/port)
+         ffi/unsafe/port
+         (only-in "ffi.rkt" c-close define-libc))
 (provide make-poller
          poller?
          poller-add!
@@ -22,15 +23,12 @@
          poller-start!
          poller-stop!)
 
-(define-syntax-rule (define-libc name c-name type ...)
-  (define name (get-ffi-obj c-name #f (_fun #:save-errno 'posix type ...))))
 (define-libc c-epoll-create1 "epoll_create1" _int -> _int)
 ;; no errno wanted: the loop waits through Racket's scheduler on any n <= 0
-(define c-epoll-wait (get-ffi-obj "epoll_wait" #f (_fun _int _pointer _int _int -> _int)))
-;; nor for a connection's registration, which only succeeds or not (saving errno costs
-;; about a third of the call)
-(define c-epoll-ctl (get-ffi-obj "epoll_ctl" #f (_fun _int _int _int _pointer -> _int)))
-(define-libc c-close "close" _int -> _int)
+(define-libc c-epoll-wait "epoll_wait" #:no-errno _int _pointer _int _int -> _int)
+;; nor for a connection's registration, which only succeeds or not (saving errno is a
+;; measurable part of the call)
+(define-libc c-epoll-ctl "epoll_ctl" #:no-errno _int _int _int _pointer -> _int)
 
 (define EPOLL_CLOEXEC #o2000000)
 (define EPOLL_CTL_ADD 1)
@@ -48,8 +46,7 @@
                      [stopped? #:mutable] ev
                      quiet? [lease-until #:mutable] stats))
 
-(define c-epoll-wait/blocking
-  (get-ffi-obj "epoll_wait" #f (_fun #:blocking? #t _int _pointer _int _int -> _int)))
+(define-libc c-epoll-wait/blocking "epoll_wait" #:no-errno #:blocking? #t _int _pointer _int _int -> _int)
 (define lease-ms 2.0)
 
 ;; make-poller : (any -> any) [(-> boolean)] -> poller

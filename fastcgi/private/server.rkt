@@ -19,33 +19,11 @@
          "log-limit.rkt")
 (provide start-server
          make-server
-         resolve-listener
          (struct-out running-server))
 
 ;; The handle on a running server: stop ends it gracefully; server is the shared state;
 ;; adopt takes a connection a retiring sibling hands over (fd string bytes -> void).
 (struct running-server (address stop server adopt))
-
-;; resolve-listener : (or/c string listener #f) #:backlog ... -> listener
-;; A string is an address (unix:/path, HOST:PORT, [::1]:PORT, fd:N); #f means inherited:
-;; fd 0 when it is a listening socket, else systemd socket activation, else an error.
-(define (resolve-listener listen
-                          #:backlog [backlog 1024]
-                          #:socket-mode [mode #o660]
-                          #:socket-owner [owner #f]
-                          #:socket-group [group #f])
-  (cond
-    [(listener? listen) listen]
-    [(string? listen)
-     (open-listener (parse-listen-address listen) #:backlog backlog
-                    #:socket-mode mode #:socket-owner owner #:socket-group group)]
-    [(inherited-listener) => values]
-    [else
-     (raise (exn:fail:fastcgi:transport
-             (string-append "fastcgi: no address to listen on: give --listen (unix:/path, "
-                            "HOST:PORT or fd:0); fd 0 is not a listening socket and no "
-                            "systemd socket (LISTEN_FDS) was passed")
-             (current-continuation-marks)))]))
 
 ;; start-server : (fastcgi-request -> any) listener #:roles #:limits #:allowed-clients
 ;;                -> running-server

@@ -9,7 +9,8 @@
 ;; block SIGUSR1 takes it and the process dies. block-signals! checks that.
 (require ffi/unsafe
          ffi/unsafe/port
-         racket/list)
+         racket/list
+         (only-in "ffi.rkt" c-getpid define-libc))
 (provide SIGHUP SIGINT SIGKILL SIGTERM SIGUSR1 SIGQUIT
          send-signal!
          process-alive?
@@ -34,9 +35,6 @@
 (define EPERM 1)
 (define sigset-size 128)          ; sizeof(sigset_t) in glibc
 (define siginfo-size 128)         ; sizeof(struct signalfd_siginfo)
-
-(define-syntax-rule (define-libc name c-name type ...)
-  (define name (get-ffi-obj c-name #f (_fun #:save-errno 'posix type ...))))
 
 (define-libc c-kill "kill" _int _int -> _int)
 (define-libc c-sigemptyset "sigemptyset" _bytes -> _int)
@@ -127,7 +125,4 @@
 (define (die-with-parent! expected-ppid sig)
   (c-prctl PR_SET_PDEATHSIG sig 0 0 0)
   (unless (= (c-getppid) expected-ppid)
-    (c-kill (getpid*) sig)))
-
-(define-libc c-getpid "getpid" -> _int)
-(define (getpid*) (c-getpid))
+    (c-kill (c-getpid) sig)))

@@ -1,0 +1,33 @@
+#lang racket/base
+;; A listener's settings, with their defaults stated here and nowhere else: the command
+;; line, the manager, the workers and serve/fastcgi all take them from this module.
+(require racket/contract/base)
+(provide listener-options?
+         listener-options-backlog
+         listener-options-socket-mode
+         listener-options-socket-owner
+         listener-options-socket-group
+         default-listener-options
+         (contract-out
+          [make-listener-options
+           (->* ()
+                (#:backlog exact-positive-integer?
+                 #:socket-mode (integer-in 0 #o7777)
+                 #:socket-owner (or/c #f string? exact-nonnegative-integer?)
+                 #:socket-group (or/c #f string? exact-nonnegative-integer?))
+                listener-options?)]))
+
+;; backlog: the listen backlog (of a unix or TCP socket the process opens itself);
+;; socket-mode: the mode of a unix socket file; socket-owner, socket-group: its owner and
+;; group (a name or a number), #f to leave them as the file was created.
+(struct listener-options (backlog socket-mode socket-owner socket-group) #:transparent)
+
+;; make-listener-options : #:backlog #:socket-mode #:socket-owner #:socket-group
+;;                         -> listener-options
+(define (make-listener-options #:backlog [backlog 1024]
+                               #:socket-mode [mode #o660]
+                               #:socket-owner [owner #f]
+                               #:socket-group [group #f])
+  (listener-options backlog mode owner group))
+
+(define default-listener-options (make-listener-options))
