@@ -436,3 +436,25 @@
       (check-equal? (decode-chunked bs) expected (format "round ~a, split ~a" round split)))
     (define tiny (subbytes bs 0 (min (bytes-length bs) 3000)))
     (check-equal? (decode-all/bytewise tiny) (drain-prefix tiny) "byte by byte")))
+
+(test-case "records: read into decoder-room!'s space in pieces, told by decoder-filled!"
+  (define stream (bytes-append (record->bytes 'stdout 1 (make-bytes 3000 65))
+                               (record->bytes 'stdout 1 #"")
+                               (record->bytes 'end-request 1 (end-request-content 0 'request-complete))))
+  (define d (make-decoder))
+  (define got
+    (let loop ([i 0] [acc '()])
+      (define r (decoder-next! d))
+      (cond
+        [r (loop i (cons r acc))]
+        [(= i (bytes-length stream)) (reverse acc)]
+        [else
+         (define-values (buf start end) (decoder-room! d))
+         (check-true (< start end) "there is room")
+         ;; at most 7 bytes a read, as a trickling peer sends
+         (define n (min 7 (- end start) (- (bytes-length stream) i)))
+         (bytes-copy! buf start stream i (+ i n))
+         (decoder-filled! d n)
+         (loop (+ i n) acc)])))
+  (check-equal? (map record-type got) '(stdout stdout end-request))
+  (check-equal? (record-content (car got)) (make-bytes 3000 65)))

@@ -213,7 +213,9 @@
        (unless (eq? (owner-state (conn-owner c)) 'loop) (next-deadline! c st lim))
        ;; an idle connection gives back a decoder buffer that grew for a big record
        (when (zero? (table-count (conn-requests c))) (decoder-shrink! d))
-       (define n (decoder-fill! d read!))
+       (define-values (buf start end) (decoder-room! d))
+       (define n (read! buf start end))
+       (when (exact-integer? n) (decoder-filled! d n))
        (cond
          [(eof-object? n) #t]
          [(eq? n 'would-block) (next-deadline! c st lim) 'parked]

@@ -5,7 +5,7 @@
 ;; present, and the buffer grows only when a record does not fit.
 (require "fast-bytes.rkt"
          "protocol-record.rkt")
-(provide make-decoder decoder? decoder-read! decoder-fill! decoder-shrink! decoder-next! decoder-take!
+(provide make-decoder decoder? decoder-read! decoder-room! decoder-filled! decoder-shrink! decoder-next! decoder-take!
          decoder-view! decoder-buf decoder-id decoder-content-start decoder-content-end
          decoder-content-length decoder-content decoder-header-problem
          decoder-feed!
@@ -73,19 +73,26 @@
      (set-decoder-start! d 0)
      (set-decoder-end! d pending)]))
 
-;; decoder-fill! : decoder (bytes natural natural -> (or/c natural eof)) -> (or/c natural eof)
-;; One call of read! (which blocks until it has at least one byte, or eof) into the free
-;; space; for a reader that is not a port (the server reads its sockets through the FFI).
-(define (decoder-fill! d read!)
+;; decoder-room! : decoder -> (values bytes natural natural)
+;; Where the next bytes received go: buf[start, end), free space after the pending bytes
+;; (made, by compacting or growing, for at least the rest of the first pending record).
+;; The caller reads into it, however it reads, and says how much with decoder-filled!:
+;; the codec knows nothing of sockets or ports.
+(define (decoder-room! d)
   (make-room! d)
-  (define n (read! (decoder-buf d) (decoder-end d) (bytes-length (decoder-buf d))))
-  (when (exact-integer? n) (set-decoder-end! d (+ (decoder-end d) n)))
-  n)
+  (values (decoder-buf d) (decoder-end d) (bytes-length (decoder-buf d))))
+
+;; decoder-filled! : decoder natural -> void ; n bytes were read into decoder-room!'s space
+(define (decoder-filled! d n)
+  (set-decoder-end! d (+ (decoder-end d) n)))
 
 ;; decoder-read! : decoder input-port -> (or/c natural eof)
 ;; One read of whatever the port has (at least one byte, blocking) into the free space.
 (define (decoder-read! d in)
-  (decoder-fill! d (λ (bs start end) (read-bytes-avail! bs in start end))))
+  (define-values (bs start end) (decoder-room! d))
+  (define n (read-bytes-avail! bs in start end))
+  (when (exact-integer? n) (decoder-filled! d n))
+  n)
 
 ;; decoder-shrink! : decoder -> void
 ;; An empty decoder whose buffer grew goes back to the initial size.
@@ -129,7 +136,7 @@
 ;; As decoder-take!, without making the record: the type of the next complete record (a
 ;; symbol, or the number of a type not in FastCGI 1.0); its id is then decoder-id and its
 ;; content decoder-buf[decoder-content-start, decoder-content-end), which stays there
-;; until the next decoder-fill!, decoder-feed! or decoder-shrink!. The server's reader
+;; until the next decoder-room!, decoder-feed! or decoder-shrink!. The server's reader
 ;; takes every record this way: a protocol error is a string because an exception
 ;; handler installed per record cost more than decoding the record, and a STDIN record's
 ;; content goes from the buffer into its request's pipe, with no copy of each 64 KiB

@@ -24,7 +24,7 @@
          role->symbol symbol->role
          protocol-status->symbol symbol->protocol-status
          ;; decoding
-         make-decoder decoder? decoder-read! decoder-fill! decoder-shrink! decoder-next! decoder-take!
+         make-decoder decoder? decoder-read! decoder-room! decoder-filled! decoder-shrink! decoder-next! decoder-take!
          decoder-view! decoder-buf decoder-id decoder-content-start decoder-content-end
          decoder-content-length decoder-content decoder-header-problem
          decoder-feed!
