@@ -51,7 +51,7 @@
 ;; backlog put up to 64 requests in flight through nginx, whose `keepalive 16` then
 ;; opened a FastCGI connection for 55-64% of requests (ab.rkt --churn --connections 64,
 ;; against 12-25% at 25): the peak itself fell by a quarter, and no backend sustained
-;; 90% of the one measured at 25 (bench/OPTIMISATIONS.md, round 14).
+;; 90% of the one measured at 25 (round 14 of bench/OPTIMISATIONS.md as of c223f0c).
 (define pace-connections 25)
 (define (pace-args port path rate seconds warmup)
   (list (number->string port) path (number->string rate) (number->string pace-connections)

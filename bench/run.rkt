@@ -166,9 +166,30 @@
     (string-trim (car (append (filter (λ (l) (regexp-match? #rx"[0-9]" l)) (string-split text "\n"))
                               '("unknown"))))))
 
-;; versions : -> (listof (cons string string)) ; of the programs a run used
+;; tree-commit : -> string
+;; The commit of the tree measured (git rev-parse --short HEAD), "with uncommitted changes"
+;; when a tracked file other than the run's own reports differs from it; "unknown" without
+;; git or outside a repository.
+(define (tree-commit)
+  (with-handlers ([exn:fail? (λ (e) "unknown")])
+    (define git (find-executable-path "git"))
+    (define root (path->string (simplify-path (build-path bench-dir 'up))))
+    (define (git-out . args)
+      (define-values (st out err) (run-program git (list* "-C" root args) #:timeout 30))
+      (and (zero? st) (string-trim (bytes->string/utf-8 out #\?))))
+    (define head (git-out "rev-parse" "--short" "HEAD"))
+    (define changes (git-out "status" "--porcelain" "--untracked-files=no" "--" "."
+                             ":(exclude)bench/RESULTS.md" ":(exclude)bench/RESULTS-commands.md"
+                             ":(exclude)bench/results.png"))
+    (cond [(not head) "unknown"]
+          [(and changes (positive? (string-length changes)))
+           (string-append head " with uncommitted changes")]
+          [else head])))
+
+;; versions : -> (listof (cons string string)) ; of the tree and the programs a run used
 (define (versions)
-  (list (cons "kernel" (version-of "/bin/uname" '("-sr")))
+  (list (cons "fastcgi" (tree-commit))
+        (cons "kernel" (version-of "/bin/uname" '("-sr")))
         (cons "Racket" (version))
         (cons "nginx" (version-of nginx '("-v")))
         (cons "wrk" (version-of wrk-path '("-v")))
@@ -605,9 +626,9 @@
   (define o (run!))
   (define results (build-path bench-dir "RESULTS.md"))
   (define chart (build-path bench-dir "results.png"))
-  (write-results! results o)
+  (define commands (write-results! results o))
   (plot-results! chart o)
   (define text (file->string results))
   (say "\n~a" (car (string-split text "\n## Versions")))
-  (say "wrote ~a and ~a in ~a s" (simplify-path results) (simplify-path chart)
-       (round (/ (- (current-inexact-milliseconds) started) 1000))))
+  (say "wrote ~a, ~a and ~a in ~a s" (simplify-path results) (simplify-path commands)
+       (simplify-path chart) (round (/ (- (current-inexact-milliseconds) started) 1000))))

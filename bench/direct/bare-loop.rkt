@@ -7,7 +7,7 @@
 ;; sends each whole request in one piece and one request at a time, as nginx does for
 ;; hello world, and keeps each connection until the front closes it (keep-conn rows
 ;; only). What separates it from the C responder is Racket itself; what separates
-;; `fastcgi` from it is the engine's work (bench/OPTIMISATIONS.md, round 11).
+;; `fastcgi` from it is the engine's work (round 11 of bench/OPTIMISATIONS.md as of c223f0c).
 (require ffi/unsafe)
 
 (define path (regexp-replace #rx"^unix:" (vector-ref (current-command-line-arguments) 0) ""))

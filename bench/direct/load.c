@@ -3,7 +3,7 @@
 // send one nginx-like GET (begin, 20 params, empty stdin) and the next as soon as
 // END_REQUEST arrives; prints requests, req/s and reconnects. With K > 0, a connection is closed after its K-th request and a new one
 // opened in its place (nginx does that when more requests are in flight than its upstream
-// keepalive keeps). Used by direct.sh (bench/OPTIMISATIONS.md, rounds 6 and 7).
+// keepalive keeps). Used by direct.sh (rounds 6 and 7 of bench/OPTIMISATIONS.md as of c223f0c).
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

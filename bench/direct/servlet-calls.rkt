@@ -4,7 +4,7 @@
 ;; response/output against its constructor without the contract, the contracted servlet
 ;; call serve/fastcgi makes, the output procedure response/output hands back (a contract
 ;; wrapper) against a plain one, and racket/contract alone on procedures shaped like
-;; response/output (bench/OPTIMISATIONS.md, round 16).
+;; response/output (round 16 of bench/OPTIMISATIONS.md as of c223f0c).
 (require racket/contract
          racket/port
          racket/promise
