@@ -9,7 +9,7 @@
          rackunit
          "../fastcgi/private/log.rkt"
          "../fastcgi/private/log-file.rkt"
-         (only-in "../fastcgi/private/request.rkt" head-status))
+         "lib/pipe.rkt")
 
 ;; plain-line : the same arguments as access-line -> bytes
 (define (plain-line ms client method uri status bytes duration pid)
@@ -50,40 +50,6 @@
     (check-equal? (access-line ms #"c" #"GET" #"/" 200 1 0.5 1) (plain-line ms #"c" #"GET" #"/" 200 1 0.5 1)
                   (format "~a" ms))))
 
-;; The status the access log records is read from the CGI head the handler wrote
-;; (head-status, fastcgi/private/request.rkt), against two regexps. (The regexp it
-;; replaced, #rx#"(?i:^|\n)status:...", was case-insensitive only inside its group: it
-;; never matched "Status:", and every answer was logged as 200.)
-(define (regexp-status bs start end)
-  (define head-end (regexp-match-positions #rx#"\r?\n\r?\n" bs start end))
-  (and head-end
-       (let ([m (regexp-match #rx#"(?i:(?:^|\n)status:[ \t]*([1-5][0-9][0-9]))" bs start (caar head-end))])
-         (if m (string->number (bytes->string/latin-1 (cadr m))) 200))))
-
-(test-case "head-status: as the regexps, on chosen and random heads"
-  (for ([head (in-list (list #"Status: 404 Not Found\r\nContent-Type: text/plain\r\n\r\nbody"
-                             #"Content-Type: text/plain\r\nstatus:\t302\r\n\r\n"
-                             #"Content-Type: text/plain\n\nStatus: 500\n\n"
-                             #"STATUS:201\n\n" #"Status: 600\n\n" #"Status: 20\n\n" #"Status: 2000\n\n"
-                             #"X-Status: 404\n\n" #"\n\nStatus: 404\n\n" #"\r\n\r\n" #"Status: 404"
-                             #"Status: 404\r\n" #"Status:\n404\n\n" #"Status: 301\n\rStatus: 302\n\n" #""))])
-    (define bs (bytes-append #"12345678" head))
-    (check-equal? (head-status bs 8 (bytes-length bs)) (regexp-status bs 8 (bytes-length bs))
-                  (format "~s" head)))
-  (define (status-of head) (head-status (bytes-append #"12345678" head) 8 (+ 8 (bytes-length head))))
-  (check-equal? (status-of #"Status: 404 Not Found\r\nContent-Type: text/plain\r\n\r\nbody") 404)
-  (check-equal? (status-of #"Content-Type: text/plain\r\nstatus:\t302\r\n\r\n") 302)
-  (check-equal? (status-of #"Content-Type: text/plain\r\n\r\nStatus: 500\r\n") 200 "in the body")
-  (check-equal? (status-of #"Status: 404") #f "the head has not ended")
-  (define pieces (list #"Status:" #"status: " #"STATUS:\t" #"Status:  " #"X-Status: " #"200" #"404"
-                       #"1" #"9" #"600" #"\r" #"\n" #"\r\n" #"X: y" #" " #"\t" #"a"))
-  (for ([k (in-range 20000)])
-    (define head (apply bytes-append (for/list ([i (in-range (random 12))])
-                                       (list-ref pieces (random (length pieces))))))
-    (define bs (bytes-append #"12345678" head))
-    (define end (if (zero? (random 4)) (+ 8 (random (add1 (bytes-length head)))) (bytes-length bs)))
-    (check-equal? (head-status bs 8 end) (regexp-status bs 8 end) (format "~s to ~a" head end))))
-
 (test-case "log-file: lines from several threads, through flushes and a burst, all written whole and in order"
   ;; 4 threads x 5000 lines, half access lines and half plain ones (some longer than the
   ;; buffer's first 32 KiB, so that it grows), against the flusher thread
@@ -122,17 +88,7 @@
                 l)))
 
 ;; pipe-text : input-port -> string ; what the port holds, read until 0.3 s pass with nothing
-;; (not with read-bytes-avail!-evt: on a small pipe, it stops a long write after about
-;; 137 KB in Racket 8.7 CS)
-(define (pipe-text in)
-  (define got (open-output-bytes))
-  (let loop ()
-    (define buf (make-bytes 65536))
-    (define n (and (sync/timeout 0.3 in) (read-bytes-avail!* buf in)))
-    (when (exact-positive-integer? n)
-      (write-bytes buf got 0 n)
-      (loop)))
-  (bytes->string/utf-8 (get-output-bytes got) #\?))
+(define (pipe-text in) (bytes->string/utf-8 (pipe-bytes in) #\?))
 
 (define (notice-line level msg) (string->bytes/utf-8 (format "~a ~a" level msg)))
 

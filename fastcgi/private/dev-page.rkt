@@ -1,7 +1,9 @@
 #lang racket/base
-;; The pages `raco fastcgi dev` makes itself: its errors and the 404 of --static.
+;; The pages `raco fastcgi dev` makes itself: its errors and the 404 of --static. The dev
+;; front answers HTTP with web-server's responses; their reason phrases are cgi.rkt's, as
+;; for every answer of the server.
 (require web-server/http
-         web-server/http/status-code)
+         (only-in "cgi.rkt" status-reason))
 (provide error-page status-message)
 
 ;; error-page : natural string string string -> response
@@ -14,4 +16,4 @@
 
 ;; status-message : natural -> bytes
 (define (status-message code)
-  (string->bytes/utf-8 (or (message-for-status-code code) "Status")))
+  (string->bytes/latin-1 (status-reason code)))

@@ -15,7 +15,8 @@
          "wire.rkt"
          "owner.rkt"
          "log-limit.rkt"
-         "handlers.rkt")
+         "handlers.rkt"
+         (submod "cgi.rkt" private))
 (provide dispatch!
          note-shed!
          queue-delay-ms)
@@ -128,7 +129,7 @@
        (set-fastcgi-request-params-acc! r (cons (decoder-content d) (fastcgi-request-params-acc r))))
      #f]
     [(> (fastcgi-request-params-size r) (limits-max-params-bytes lim))
-     (reject! c r 431 "Request Header Fields Too Large"
+     (reject! c r 'params-over-bytes
               (format "params of ~a bytes over the limit of ~a"
                       (fastcgi-request-params-size r) (limits-max-params-bytes lim)))]
     [else
@@ -140,21 +141,21 @@
      (cond
        [(string? problem)
         (define too-many? (regexp-match? #rx"more than" problem))
-        (reject! c r (if too-many? 431 400)
-                 (if too-many? "Request Header Fields Too Large" "Bad Request")
-                 problem)]
+        (reject! c r (if too-many? 'params-over-pairs 'params-malformed) problem)]
        [else
         (set-fastcgi-request-pv! r (raw-params all 0 (bytes-length all)))
         (params-done! c r)])]))
 
-;; reject! : conn request natural string string -> #f
-;; Answers before any handler ran; the request's remaining records are skipped.
-(define (reject! c r code message why)
+;; reject! : conn request symbol string -> #f
+;; Answers before any handler ran, for reason (a refusal reason: cgi.rkt turns it into the
+;; status and page); the request's remaining records are skipped.
+(define (reject! c r reason why)
+  (define code (refusal-status reason))
   (warn-limited! (conn-server c) 'rejected
                  (λ () (format "request ~a from ~a: ~a: answered ~a"
                                (fastcgi-request-id r) (log-escape (conn-peer c)) (log-escape why) code)))
   (stat-add! (conn-server c) (string->symbol (format "rejected-~a" code)))
-  (request-respond-status! r code message)
+  (request-refuse! r reason)
   (retire! c r)
   (observe! c r)
   #f)
@@ -180,7 +181,7 @@
 ;; second for all the requests shed in it: an overload must not also flood the log.
 (define (shed! c r why)
   (note-shed! (conn-server c) why)
-  (request-respond-status! r 503 "Service Unavailable")
+  (request-refuse! r 'shed)
   (retire! c r)
   (observe! c r)
   #f)
@@ -203,12 +204,12 @@
   (define lim (server-limits srv))
   ;; the server's periodic threads that wait while no request comes go on
   (server-wake-sleepers! srv)
-  (define declared (parse-length (request-param/scan r #"CONTENT_LENGTH")))
+  (define declared (parse-content-length (request-param/scan r #"CONTENT_LENGTH")))
   (cond
     [(eq? declared 'bad)
-     (reject! c r 400 "Bad Request" "CONTENT_LENGTH is not a number")]
+     (reject! c r 'content-length-malformed "CONTENT_LENGTH is not a number")]
     [(and declared (> declared (limits-max-body lim)))
-     (reject! c r 413 "Content Too Large"
+     (reject! c r 'content-length-over
               (format "CONTENT_LENGTH ~a over the limit of ~a" declared (limits-max-body lim)))]
     ;; While stopping, a request that arrives on a connection with nothing else live is
     ;; served, and the connection closes after it (retire!): a front that sent it on a kept
@@ -217,7 +218,7 @@
     ;; them cannot hold the stop open; not while the server hands its connections over
     ;; (a retiring worker): the connection goes to a sibling at its first idle moment.
     [(and (server-closing? srv) (not (server-handover srv)) (> (table-count (conn-requests c)) 1))
-     (reject! c r 503 "Service Unavailable" "server stopping")]
+     (reject! c r 'stopping "server stopping")]
     [(>= (unbox (server-running srv)) (limits-max-concurrent lim))
      (shed! c r (λ () (format "over ~a handlers running (max-concurrent)" (limits-max-concurrent lim))))]
     [(shed? srv lim)
@@ -240,13 +241,6 @@
          (start-handler! c r))
      #f]))
 
-;; parse-length : (or/c bytes #f) -> (or/c natural #f 'bad)
-(define (parse-length v)
-  (cond
-    [(or (not v) (zero? (bytes-length v))) #f]
-    [(regexp-match? #px#"^[0-9]{1,18}$" v) (string->number (bytes->string/latin-1 v))]
-    [else 'bad]))
-
 ;; body! : conn request symbol decoder -> (or/c #f string)
 ;; One STDIN or DATA record for a live request, in d.
 (define (body! c r type d)
@@ -265,7 +259,7 @@
     [else
      (define total (+ len (if data? (fastcgi-request-data-bytes r) (fastcgi-request-body-bytes r))))
      (define cap
-       (let ([declared (parse-length (request-param/scan r (if data? #"FCGI_DATA_LENGTH" #"CONTENT_LENGTH")))])
+       (let ([declared (parse-content-length (request-param/scan r (if data? #"FCGI_DATA_LENGTH" #"CONTENT_LENGTH")))])
          (if (exact-integer? declared) (min declared (limits-max-body lim)) (limits-max-body lim))))
      (if data? (set-fastcgi-request-data-bytes! r total) (set-fastcgi-request-body-bytes! r total))
      (cond

@@ -92,25 +92,25 @@
     (retire! c r)
     (observe! c r)))
 
-;; handler-error-status : any -> (values natural string)
-;; The answer for a handler that raised v.
-(define (handler-error-status v)
+;; handler-error-reason : any -> symbol
+;; Why a handler that raised v gets the server's answer (a refusal reason: cgi.rkt).
+(define (handler-error-reason v)
   (cond
-    [(exn:fail:fastcgi:body? v) (values 413 "Content Too Large")]
-    [(exn:break? v) (values 503 "Service Unavailable")]
-    [else (values 500 "Internal Server Error")]))
+    [(exn:fail:fastcgi:body? v) 'body-over]
+    [(exn:break? v) 'handler-timeout]
+    [else 'handler-raised]))
 
 ;; handler-failed! : conn request any -> void
 (define (handler-failed! c r v)
   (unless (or (exn:fail:fastcgi:aborted? v) (eq? (fastcgi-request-state r) 'done))
-    (define-values (code message) (handler-error-status v))
-    (unless (or (= code 413) (exn:break? v) (handler-ended? v)) ; logged where they were decided
+    (define reason (handler-error-reason v))
+    (unless (or (eq? reason 'body-over) (exn:break? v) (handler-ended? v)) ; logged where they were decided
       (stat-add! (conn-server c) 'handler-errors)
       (log-fastcgi-error "request ~a from ~a ~a: handler raised: ~a"
                          (fastcgi-request-id r) (log-escape (conn-peer c))
                          (log-escape (or (request-param r #"REQUEST_URI") #""))
                          (log-escape (if (exn? v) (exn-message v) (format "~e" v)))))
-    (request-respond-status! r code message)))
+    (request-refuse! r reason)))
 
 ;; check-request-timeouts! : conn limits flonum -> void
 ;; A handler past request-timeout gets a break (its request answers 503 if nothing left
@@ -145,7 +145,7 @@
          (thread (λ ()
                    (if (or (fastcgi-request-sent? r) (> (fastcgi-request-fill r) 8))
                        (request-end-now! r 1)
-                       (request-respond-status! r 503 "Service Unavailable"))
+                       (request-refuse! r 'handler-timeout))
                    (retire! c r)))]))))
 
 ;; retire! : conn request -> void

@@ -11,12 +11,13 @@
 ;; request is served here: the servlet's manager does not know the id, and the servlet's
 ;; expiration handler answers, as for any expired continuation.
 (require net/url
+         (only-in (submod "cgi.rkt" private) head-status)
          "protocol.rkt"
          "request.rkt"
          (only-in "servlet.rkt" continuation-of)
          (only-in "sessions.rkt" owner-of)
          (only-in "transport.rkt" private-connect)
-         (only-in "web.rkt" uri-bytes->url))
+         (only-in "web-url.rkt" uri-bytes->url))
 (provide make-routing-handler)
 
 ;; make-routing-handler : (fastcgi-request -> any) natural (natural -> string)
@@ -54,10 +55,10 @@
 
 ;; relay-request! : fastcgi-request string -> boolean
 ;; #f when the owner did not answer: its socket cannot be connected to, or the connection
-;; ended before any of the answer came (a worker killed a moment ago still accepts on its
-;; socket for about 100 ms, then resets); the caller then serves the request itself. Else
-;; the answer was relayed (or the exchange failed midway: the request is ended with what
-;; arrived, and the error logged by the caller's handler).
+;; ended before any of the answer came (a worker killed a moment ago may still accept on
+;; its socket for a short while, then reset); the caller then serves the request itself.
+;; Else the answer was relayed (or the exchange failed midway: the request is ended with
+;; what arrived, and the error logged by the caller's handler).
 (define (relay-request! r socket)
   (define-values (in out)
     (with-handlers ([exn:fail? (λ (e) (values #f #f))])
@@ -96,8 +97,9 @@
 
 ;; copy-answer! : fastcgi-request input-port output-port output-port box -> void
 ;; The owner's records until END_REQUEST: STDOUT to out, STDERR to err; answered? is set
-;; once a record has come. The status of the answer's Status line (its first line) is the
-;; request's, for the access log.
+;; once a record has come. The status of the answer's head, when the first STDOUT record
+;; holds it whole, is the request's, for the access log (else the request reads it from
+;; its stdout buffer, as for any answer).
 (define (copy-answer! r in out err answered?)
   (define first? #t)
   (let loop ()
@@ -116,8 +118,8 @@
       [(stdout)
        (when (and first? (positive? len))
          (set! first? #f)
-         (define m (regexp-match #rx#"^Status: ([1-9][0-9][0-9])" content))
-         (when m (set-fastcgi-request-status! r (string->number (bytes->string/latin-1 (cadr m))))))
+         (define status (head-status content 0 len))
+         (when status (set-fastcgi-request-status! r status)))
        (write-bytes content out)
        (loop)]
       [(stderr) (write-bytes content err) (loop)]

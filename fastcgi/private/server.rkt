@@ -14,6 +14,7 @@
          (only-in "request.rkt" fastcgi-request-handler fastcgi-request-start-ms)
          "table.rkt"
          "timer.rkt"
+         (only-in (submod "cgi.rkt" private) refusal-page)
          "transport.rkt"
          "wire.rkt"
          "log-limit.rkt")
@@ -269,13 +270,6 @@
 ;; Connections accepted past max-connections at one time, only to be answered 503.
 (define overflow-connections 64)
 
-(define overloaded-page
-  (let ([body #"503 Service Unavailable\n"])
-    (bytes-append #"Status: 503 Service Unavailable\r\n"
-                  #"Content-Type: text/plain; charset=utf-8\r\n"
-                  (string->bytes/utf-8 (format "Content-Length: ~a\r\n\r\n" (bytes-length body)))
-                  body)))
-
 ;; refuse-overloaded : input-port output-port string server timer -> void
 ;; A connection past max-connections: the first BEGIN_REQUEST gets the 503 page and
 ;; END_REQUEST, then the connection is half-closed and drained (so the front reads the
@@ -301,7 +295,7 @@
         (cond
           [(and (= (bytes-ref head 1) (symbol->type 'begin-request)) (positive? id))
            (note-shed! srv (λ () (format "over ~a connections (max-connections)" (limits-max-connections lim))))
-           (write-bytes (bytes-append (record->bytes 'stdout id overloaded-page)
+           (write-bytes (bytes-append (record->bytes 'stdout id (refusal-page 'connections-over))
                                       (record->bytes 'stdout id #"")
                                       (record->bytes 'end-request id
                                                      (end-request-content 0 'request-complete)))
