@@ -16,8 +16,8 @@
 ;;
 ;; A line goes into the buffer in atomic mode (a few copies, no lock to take), and an
 ;; access line is written into it piece by piece, digits included, with nothing
-;; allocated for it: through a semaphore and a list of lines, writing an access line took
-;; 1.57 µs and 3.7 KB (a loop; 0.66 µs and 0.36 KB now, bench/OPTIMISATIONS.md).
+;; allocated for it: a semaphore and a list of lines cost every request far more time and
+;; allocation (bench/OPTIMISATIONS.md, The access log written into its buffer).
 (require ffi/unsafe/atomic
          ffi/unsafe/port
          racket/date

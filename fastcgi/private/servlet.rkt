@@ -123,9 +123,10 @@
 ;; Whether web-server's continuation API is loaded in this process: web-server/servlet
 ;; (send/suspend and its family; web-server/servlet, web-server/dispatch, formlets and
 ;; web-server/page load it) or web-server/lang/web (the stateless language). A servlet in
-;; a process without it cannot capture a continuation, and is called as a plain procedure:
-;; setting up what the servlet dispatcher sets up costs a request about 1.5 us (three
-;; contracted parameters, the execution context, a prompt and a barrier).
+;; a process without it cannot capture a continuation, and is called as a plain procedure,
+;; sparing each request what the servlet dispatcher sets up (three contracted parameters,
+;; the execution context, a prompt and a barrier: see bench/OPTIMISATIONS.md, A plain
+;; servlet skips the dispatcher's set-up).
 (define (continuations-loaded?)
   (or (module-declared? 'web-server/servlet/web #f)
       (module-declared? 'web-server/lang/web #f)))

@@ -59,7 +59,7 @@
 ;; memory: a hard bound (bytes of the process's memory use, as memory-limit gives it) on
 ;; top of the inner manager's own expiry. web-server's LRU manager
 ;; ages continuations while memory is over its threshold, 24 steps of 5 s: a flood of
-;; new sessions holds two minutes' worth of them, gigabytes at a few hundred a second.
+;; new sessions holds two minutes' worth of them, as much memory as the flood is fast.
 ;; With memory, a store that finds the process over it first ends the least recently used
 ;; half of the sessions (their continuations are dropped at once; their URLs get the
 ;; expiration page), at most once a second.
@@ -149,9 +149,9 @@
 ;; Past the memory bound (and not in the last second, unless past it by a quarter): the
 ;; least recently used half of the sessions end now, their continuations cleared in the
 ;; inner manager, and a major collection returns their memory. Once a second alone let a
-;; fast flood of new sessions (a thousand a second of 200 KiB) add a gigabyte between two
-;; evictions; the quarter makes the bound hold at any rate, at the price of more major
-;; collections while a flood lasts.
+;; fast enough flood of new sessions add any amount of memory between two evictions; the
+;; quarter makes the bound hold at any rate, at the price of more major collections while
+;; a flood lasts.
 (define (bound-memory! rm)
   (define memory (routed-manager-memory rm))
   (define use (current-memory-use))
@@ -223,7 +223,7 @@
 ;; The process's memory use now (after a major collection), plus budget: the bound for
 ;; make-default-manager and make-routed-manager. web-server compares its threshold with
 ;; the whole process's use, which with web-server/servlet loaded on Racket CS is already
-;; about 180 MiB, over serve/servlet's 128 MiB: every continuation would be under pressure
+;; over serve/servlet's 128 MiB: every continuation would be under pressure
 ;; from the start (2 minutes to live). Here the budget is what sessions may add.
 (define (memory-limit budget)
   (collect-garbage)

@@ -1,12 +1,11 @@
 #lang racket/base
 ;; A small mutable table (eqv keys) that stays fast to iterate however many keys come and
 ;; go. Racket 8.7 CS's mutable hash tables do not: once a table has been iterated, every
-;; key later added and removed makes each following iteration slower, without bound (a
-;; table that never held more than one entry took 100 us per iteration after 8000 add,
-;; iterate, remove cycles: bench/OPTIMISATIONS.md, round 4). A kept connection's live
-;; requests and a server's connections churn like that and are iterated all the time, so
-;; they live here: an immutable hash in a box, replaced by compare-and-set (readers see a
-;; consistent snapshot, no lock).
+;; key later added and removed makes each following iteration slower, without bound, even
+;; for a table that never holds more than one entry (bench/OPTIMISATIONS.md, Tables that
+;; churn). A kept connection's live requests and a server's connections churn like that
+;; and are iterated all the time, so they live here: an immutable hash in a box, replaced
+;; by compare-and-set (readers see a consistent snapshot, no lock).
 (provide make-table
          table-ref
          table-set!
