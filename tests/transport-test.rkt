@@ -458,7 +458,7 @@
 (delete-directory/files tmp-dir)
 
 (test-case "listener-queue-length: connections waiting to be accepted on TCP; none known for unix"
-  ;; the status page's listen_queue (manager.rkt); read from TCP_INFO, not /proc/net/tcp
+  ;; the status page's listen_queue (manager-status.rkt); read from TCP_INFO, not /proc/net/tcp
   (define l (open-listener (parse-listen-address "127.0.0.1:0")))
   (check-equal? (listener-queue-length l) 0)
   (define clients

@@ -7,6 +7,7 @@
 (require racket/cmdline
          racket/file
          racket/string
+         "cli-args.rkt"
          "clock.rkt"
          "pool-status.rkt"
          "signals.rkt")
@@ -24,10 +25,7 @@
      #:once-each
      [("--pid-file" "-p") file "The manager's pid file (its --pid-file)" (set! pid-file file)]
      [("--timeout") secs "Seconds to wait for reload or stop (default 60)"
-      (set! timeout (let ([n (string->number secs)])
-                      (unless (and (real? n) (positive? n))
-                        (raise-user-error 'raco-fastcgi "--timeout: expected a positive number of seconds, got ~s" secs))
-                      n))]
+      (set! timeout (seconds-arg "--timeout" secs))]
      [("--json") "status: print JSON instead of text" (set! fmt 'json)]
      #:args (command) command))
   (unless pid-file (raise-user-error 'raco-fastcgi "ctl: give --pid-file FILE (the manager's --pid-file)"))

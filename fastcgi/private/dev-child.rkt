@@ -3,7 +3,8 @@
 ;; line that starts it. The supervisor is dev-reload.rkt.
 ;;
 ;; The app's process: racket -l racket/base -e '(require (submod (file DEV-CHILD.rkt) child))' CFG
-;; CFG is a `write`n hash: run-single's configuration (worker.rkt), and
+;; CFG is a `write`n hash: run-single's configuration (worker.rkt; the fields of config.rkt's
+;; serve-config that it sets, read by hash->serve-config), and
 ;;   dev-files: the file this process appends a line to for every module file it loads:
 ;;     `(app PATH STAMP)` for the app's own files, before it loads them, `(lib PATH)` for
 ;;     the others, and `(uses SHIFT PATH)` for each library an app module requires;
@@ -37,6 +38,7 @@
            racket/runtime-path
            "dev-files.rkt")
   (define-runtime-path worker "worker.rkt")
+  (define-runtime-path config "config.rkt")
   (define-runtime-path signals "signals.rkt")
   (define-runtime-path server-dir ".")
   (define cfg (read (open-input-string (vector-ref (current-command-line-arguments) 0))))
@@ -159,6 +161,7 @@
                         (with-handlers ([exn:fail? void]) (delete-directory dir)))
                       (exit code))))
     (define run-single (dynamic-require worker 'run-single))
+    (define hash->serve-config (dynamic-require config 'hash->serve-config))
     (warm! (hash-ref cfg 'warm-from))
     (when (eof-object? (read-line))
       (exit 0))
@@ -169,4 +172,4 @@
                          (λ (o) (write-string text o)))
                        (eprintf "~a\n" text)
                        (exit 3))])
-      (run-single cfg))))
+      (run-single (hash->serve-config cfg)))))

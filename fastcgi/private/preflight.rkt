@@ -4,13 +4,14 @@
 ;; problem is one line for the operator (a user error naming the option), never a stack
 ;; trace, and a check leaves nothing behind.
 (require racket/contract/base
+         "config.rkt"
          "ffi.rkt"
          "transport.rkt")
 (provide
  (contract-out
   [check-writable-file! (-> string? path-string? void?)]
-  [check-serve-paths! (-> hash? void?)]
-  [check-listen-address! (-> hash? string?)]
+  [check-serve-paths! (->* (serve-config?) (#:pid-file? boolean?) void?)]
+  [check-listen-address! (-> serve-config? string?)]
   [filesystem-reason (-> exn? string?)]))
 
 ;; check-writable-file! : string path-string -> void
@@ -25,18 +26,20 @@
       (close-output-port (open-output-file path #:exists 'append))
       (unless existed? (delete-file path)))))
 
-;; check-serve-paths! : hash -> void ; the access log, the slow log and the pid file
-(define (check-serve-paths! cfg)
-  (for ([k (in-list '(access-log slow-log pid-file))]
+;; check-serve-paths! : serve-config #:pid-file? boolean -> void
+;; The access log, the slow log and (unless pid-file? is #f) the pid file.
+(define (check-serve-paths! cfg #:pid-file? [pid-file? #t])
+  (for ([get (in-list (list serve-config-access-log serve-config-slow-log
+                            (if pid-file? serve-config-pid-file (λ (c) #f))))]
         [flag (in-list '("--access-log" "--slow-log" "--pid-file"))])
-    (define path (hash-ref cfg k #f))
+    (define path (get cfg))
     (when path (check-writable-file! flag path))))
 
-;; check-listen-address! : hash -> string
+;; check-listen-address! : serve-config -> string
 ;; The address's form; for a unix socket, that its folder exists and its owner and group
 ;; are known. The address is not bound (a running server holds it). Returns what it is.
 (define (check-listen-address! cfg)
-  (define addr (hash-ref cfg 'listen #f))
+  (define addr (serve-config-listen cfg))
   (define (bad fmt . args)
     (raise-user-error 'raco-fastcgi "--listen ~a: ~a" addr (apply format fmt args)))
   (cond
@@ -50,9 +53,10 @@
        (unless (and (path? dir) (directory-exists? dir))
          (bad "no folder ~a for the socket" dir))
        (for ([k (in-list '(socket-owner socket-group))]
+             [get (in-list (list serve-config-socket-owner serve-config-socket-group))]
              [lookup (in-list (list uid-of-user gid-of-group))]
              [what (in-list '("user" "group"))])
-         (define who (hash-ref cfg k #f))
+         (define who (get cfg))
          (when (and (string? who) (not (lookup who)))
            (raise-user-error 'raco-fastcgi "--~a ~a: unknown ~a" k who what))))
      addr]))

@@ -48,14 +48,6 @@
   (define output 'body)
   (define timeout* 30)
   (define abort-after #f)
-  (define (readable-file flag file)
-    (unless (file-exists? file) (usage-error "~a: no such file ~s" flag file))
-    (string->path file))
-  (define (positive-integer flag s)
-    (define n (string->number s))
-    (unless (exact-positive-integer? n)
-      (usage-error "~a expects a positive integer, given ~s" flag s))
-    n)
   (define-values (address uri)
     (command-line
      #:program program
@@ -98,16 +90,10 @@
       (set! output 'include)]
      #:once-each
      [("--timeout") seconds "Seconds to wait to connect and for each reply (default 30)"
-      (define n (string->number seconds))
-      (unless (and (real? n) (positive? n))
-        (usage-error "--timeout expects seconds, given ~s" seconds))
-      (set! timeout* n)]
+      (set! timeout* (positive-seconds "--timeout" seconds))]
      [("--abort-after") seconds
       "Send ABORT_REQUEST when no reply came within this many seconds, then wait for END_REQUEST"
-      (define n (string->number seconds))
-      (unless (and (real? n) (positive? n))
-        (usage-error "--abort-after expects seconds, given ~s" seconds))
-      (set! abort-after n)]
+      (set! abort-after (positive-seconds "--abort-after" seconds))]
      #:args (address [uri "/"])
      (values address uri)))
   (define total (or repeat concurrent 1))
@@ -119,6 +105,25 @@
            (if (eq? body 'stdin) (port->bytes (current-input-port)) body)
            params role* filter-data keep-conn? get-values? total (min total (or concurrent 1))
            output timeout* abort-after))
+
+;; readable-file : string string -> path ; a file that exists
+(define (readable-file flag file)
+  (unless (file-exists? file) (usage-error "~a: no such file ~s" flag file))
+  (string->path file))
+
+;; positive-integer : string string -> positive integer
+(define (positive-integer flag s)
+  (define n (string->number s))
+  (unless (exact-positive-integer? n)
+    (usage-error "~a expects a positive integer, given ~s" flag s))
+  n)
+
+;; positive-seconds : string string -> positive real
+(define (positive-seconds flag s)
+  (define n (string->number s))
+  (unless (and (real? n) (positive? n))
+    (usage-error "~a expects seconds, given ~s" flag s))
+  n)
 
 ;; run : options -> natural ; the exit code
 (define (run o)

@@ -1,22 +1,22 @@
 #lang racket/base
 ;; A worker process of the manager. It accepts on the listening socket it inherited as
 ;; fd 0 (moved to a close-on-exec descriptor, /dev/null in its place), runs the application, writes the access and slow logs, answers the status and
-;; ping paths, and reports to the manager over its private control socket (control.rkt;
+;; ping paths (status-paths.rkt), and reports to the manager over its private control socket (control.rkt;
 ;; not stdout, which the application may print to), which first gives it the keys:
 ;;   hello PID   then   ready   then   stat REQUESTS ACTIVE CONNECTIONS SLOW SHED QUEUE-DELAY
 ;;   SESSIONS LOG-DROPPED   when they change
 ;;   recycle REASON   once, when it wants to be replaced (max-requests)
 ;;   failed REASON    instead of ready, when it cannot start (escaped: one line), then exits 3
-;;   beat   every second once ready: a worker that falls silent is replaced (manager.rkt).
+;;   beat   every second once ready: a worker that falls silent is replaced (manager-watch.rkt).
 ;; Signals: SIGTERM or SIGINT: stop accepting, finish in-flight requests (graceful timeout),
 ;; exit 0. SIGHUP: reopen the log files (the manager forwards its SIGUSR1 this way).
 ;; It also stops when the manager goes away (its socket closes, or the parent-death signal).
-;; Started through worker-main.rkt with its configuration, a `write`n hash (see manager.rkt).
-(require json
-         racket/lazy-require
+;; Started through worker-main.rkt with its configuration, a serve-config (config.rkt).
+(require racket/lazy-require
          racket/os
          "app.rkt"
          "clock.rkt"
+         "config.rkt"
          "handover.rkt"
          (only-in "connection.rkt" queue-delay-ms)
          (only-in "ffi.rkt" close-on-exec-all!)
@@ -25,11 +25,11 @@
          "log-file.rkt"
          "log.rkt"
          "logging.rkt"
-         "pool-status.rkt"
          "preflight.rkt"
          "request.rkt"
          "server.rkt"
          "signals.rkt"
+         "status-paths.rkt"
          "table.rkt"
          "transport.rkt"
          "wire.rkt")
@@ -39,23 +39,23 @@
               ["sessions.rkt" (routed-manager-sweep!)])
 (provide run-worker
          run-single
-         load-configured-app
-         make-limits*)
+         load-configured-app)
 
-;; run-worker : hash -> none
+;; run-worker : serve-config -> none
 (define (run-worker cfg)
-  (define (cfg-ref k [default #f]) (hash-ref cfg k default))
+  (define master-pid (serve-config-master-pid cfg))
+  (define control (control-name (serve-config-pool-prefix cfg)))
   (break-enabled #f)
   (unblock-signals! (list SIGUSR1))
-  (die-with-parent! (cfg-ref 'master-pid) SIGTERM)
-  (start-stderr-logging! (cfg-ref 'log-level 'info) #:tag (format "[~a]" (getpid)))
+  (die-with-parent! master-pid SIGTERM)
+  (start-stderr-logging! (serve-config-log-level cfg) #:tag (format "[~a]" (getpid)))
   ;; the control connection, and the keys that the manager hands each worker on it
   (define-values (ctl-in ctl-out secret relay-key)
     (with-handlers ([exn:fail? (λ (e)
                                  (log-fastcgi-fatal "cannot reach the manager: ~a" (log-escape (exn-message e)))
                                  (flush-logging)
                                  (exit 3))])
-      (define-values (in out) (private-connect (cfg-ref 'control)))
+      (define-values (in out) (private-connect control))
       (define-values (secret relay-key) (read-keys in 30))
       (values in out secret relay-key)))
   ;; one line at a time: the report loop and the session sweep both report
@@ -76,17 +76,18 @@
     (flush-logging)
     (exit 3))
   (define a (with-handlers ([exn:fail? (λ (e) (fail! (log-escape (exn-message e))))])
-              (serve-app (hash-set* cfg 'secret secret 'relay-key relay-key) (resolve-listener #f)
+              (serve-app cfg (listener-for #f)
+                         #:secret secret #:relay-key relay-key
                          #:report report!
-                         #:board (λ (srv) (ask-board (cfg-ref 'control) 2))
+                         #:board (λ (srv) (ask-board control 2))
                          #:on-load-failure fail!)))
   ;; kept connections that retiring siblings hand over (handover.rkt)
-  (start-handover-receiver! (handover-address (cfg-ref 'master-pid) (cfg-ref 'worker-id))
+  (start-handover-receiver! (handover-address master-pid (serve-config-worker-id cfg))
                             (running-server-adopt (app-running a)))
   ;; the runtime's own descriptors too: a handler's subprocess holds none of ours
   (close-on-exec-all!)
   (report! "ready")
-  (thread (λ () (report-loop a (cfg-ref 'max-requests) report!)))
+  (thread (λ () (report-loop a (serve-config-max-requests cfg) report!)))
   (thread (λ () (heartbeat report!)))
   ;; the manager is gone when its end of the control socket closes
   ;; and it asks a worker it replaces to retire with a "retire ID ..." line, naming the
@@ -103,28 +104,22 @@
                   (when (equal? (car words) "retire")
                     (set-box! hand-to
                               (for/list ([w (in-list (cdr words))] #:when (string->number w))
-                                (handover-address (cfg-ref 'master-pid) (string->number w))))
+                                (handover-address master-pid (string->number w))))
                     (semaphore-post retire))
                   (loop))))
             (semaphore-post manager-gone)))
-  (serve-until-stopped a (cfg-ref 'graceful-timeout 30) manager-gone
+  (serve-until-stopped a (serve-config-graceful-timeout cfg) manager-gone
                        #:retire retire #:hand-to hand-to
-                       #:session-drain (cfg-ref 'session-drain default-session-drain)))
+                       #:session-drain (serve-config-session-drain cfg)))
 
-;; Seconds a replaced worker keeps serving its servlet sessions (--session-drain).
-(define default-session-drain 600)
-
-;; run-single : hash -> none
+;; run-single : serve-config -> none
 ;; `serve --single-process`: the same server with no manager, on the listener it opens.
 (define (run-single cfg)
-  (define (cfg-ref k [default #f]) (hash-ref cfg k default))
   (break-enabled #f)
-  (start-stderr-logging! (cfg-ref 'log-level 'info))
-  (check-serve-paths! (hash-remove cfg 'pid-file))   ; a single process writes none
+  (start-stderr-logging! (serve-config-log-level cfg))
+  (check-serve-paths! cfg #:pid-file? #f)   ; a single process writes none
   (define l (with-handlers ([exn:fail? (λ (e) (raise-user-error 'raco-fastcgi "~a" (exn-message e)))])
-              (resolve-listener (cfg-ref 'listen) #:backlog (cfg-ref 'backlog 1024)
-                                #:socket-mode (cfg-ref 'socket-mode #o660)
-                                #:socket-owner (cfg-ref 'socket-owner) #:socket-group (cfg-ref 'socket-group))))
+              (listener-for (serve-config-listen cfg) (serve-config-listener-options cfg))))
   (define start-ms (now-ms))
   (define a (serve-app cfg l
                        #:report void
@@ -133,9 +128,9 @@
                        ;; load): a start that cannot work leaves no socket behind
                        #:on-load-failure (λ (msg) (listener-close! l) (raise-user-error 'raco-fastcgi "~a" msg))))
   (close-on-exec-all!)
-  (log-fastcgi-info "serving ~a on ~a (pid ~a, single process)" (cfg-ref 'app)
+  (log-fastcgi-info "serving ~a on ~a (pid ~a, single process)" (serve-config-app cfg)
                     (running-server-address (app-running a)) (getpid))
-  (serve-until-stopped a (cfg-ref 'graceful-timeout 30) never-evt))
+  (serve-until-stopped a (serve-config-graceful-timeout cfg) never-evt))
 
 ;; A running app: the server, its slow-request count and its log files; for a servlet
 ;; that keeps continuations in a pool of workers, the server on the worker's private socket
@@ -145,41 +140,42 @@
 ;; app-server : app -> server
 (define (app-server a) (running-server-server (app-running a)))
 
-;; serve-app : hash listener #:report #:board #:on-load-failure -> app
+;; serve-app : serve-config listener #:secret #:relay-key #:report #:board #:on-load-failure -> app
 ;; Loads the app and serves it on the listener, with the access and slow logs and the
-;; status and ping paths.
-(define (serve-app cfg listener #:report report! #:board board #:on-load-failure fail)
-  (define (cfg-ref k [default #f]) (hash-ref cfg k default))
-  (define lim (apply make-limits* (cfg-ref 'limits '())))
-  (define-values (app-handler roles servlet) (load-configured-app cfg lim fail))
+;; status and ping paths. A worker has the secret and the relay key from the manager.
+(define (serve-app cfg listener #:secret [secret #f] #:relay-key [relay-key #f]
+                   #:report report! #:board board #:on-load-failure fail)
+  (define lim (serve-config-limits cfg))
+  (define-values (app-handler roles servlet) (load-configured-app cfg fail #:secret secret))
   (define (open-log flag path)
     (with-handlers ([exn:fail:filesystem?
                      (λ (e) (fail (format "~a ~a: cannot open it for writing: ~a" flag
                                           (log-escape path) (log-escape (filesystem-reason e)))))])
       (open-log-file path)))
-  (define access (and (cfg-ref 'access-log) (open-log "--access-log" (cfg-ref 'access-log))))
-  (define slow-log (and (cfg-ref 'slow-log) (open-log "--slow-log" (cfg-ref 'slow-log))))
+  (define access (let ([f (serve-config-access-log cfg)]) (and f (open-log "--access-log" f))))
+  (define slow-log (let ([f (serve-config-slow-log cfg)]) (and f (open-log "--slow-log" f))))
   (define slow-count (box 0))
   (define srv-box (box #f))
   (define handler
     (wrap-status-paths app-handler
-                       #:status-path (cfg-ref 'status-path)
-                       #:ping-path (cfg-ref 'ping-path)
+                       #:status-path (serve-config-status-path cfg)
+                       #:ping-path (serve-config-ping-path cfg)
                        #:board (λ () (board (unbox srv-box)))))
   (define rm (and servlet (loaded-servlet-sessions servlet)))
-  (define peers? (and rm (cfg-ref 'pool-prefix) (cfg-ref 'relay-key) (cfg-ref 'worker-id)))
-  (define (peer-name id) (relay-name (cfg-ref 'pool-prefix) (cfg-ref 'relay-key) id))
+  (define worker-id (serve-config-worker-id cfg))
+  (define peers? (and rm (serve-config-pool-prefix cfg) relay-key))
+  (define (peer-name id) (relay-name (serve-config-pool-prefix cfg) relay-key id))
   ;; the private socket first: a URL this worker hands out may come back through another
   (define private
     (and peers?
          (start-server app-handler
-                       (open-private-listener (peer-name (cfg-ref 'worker-id)))
+                       (open-private-listener (peer-name worker-id))
                        #:roles roles #:limits lim)))
   (define rs (start-server (if peers?
-                               (make-routing-handler handler (cfg-ref 'worker-id) peer-name)
+                               (make-routing-handler handler worker-id peer-name)
                                handler)
                            listener #:roles roles #:limits lim
-                           #:allowed-clients (let ([a (cfg-ref 'allowed-clients)])
+                           #:allowed-clients (let ([a (serve-config-allowed-clients cfg)])
                                                (and a (parse-allowed-clients a)))
                            ;; no observer without an access log: nothing more per request
                            #:observer (and access (make-access-observer access))))
@@ -197,7 +193,7 @@
                       (report-stat! a report!))
                     (loop)))))
   (when slow-log
-    (thread (λ () (watch-slow (app-server a) slow-log (cfg-ref 'slow-threshold 5) slow-count))))
+    (thread (λ () (watch-slow (app-server a) slow-log (serve-config-slow-threshold cfg) slow-count))))
   (when (limits-request-timeout lim)
     (thread (λ () (watch-stuck (app-server a) report!))))
   a)
@@ -293,78 +289,33 @@
               [else (stop! what)]))])]
       [else (stop! what)])))
 
-;; single-board : server hash flonum -> hash ; the status of a single-process server
-(define (single-board srv cfg start-ms)
-  (define now (now-ms))
-  (define stats (server-stats srv))
-  (define running (unbox (server-running srv)))
-  (define rss (let ([m (with-handlers ([exn:fail? (λ (e) #f)])
-                         (regexp-match #rx"VmRSS:[ \t]*([0-9]+) kB" (call-with-input-file "/proc/self/status" port->string*)))])
-                (and m (* 1024 (string->number (cadr m))))))
-  (hasheq 'pool (let-values ([(b n d) (split-path (hash-ref cfg 'app))]) (path->string n))
-          'pm "single" 'listen (hash-ref cfg 'listen "inherited") 'master_pid (getpid)
-          'start_time (inexact->exact (floor (/ (wall-ms-at start-ms) 1000)))
-          'uptime (inexact->exact (floor (/ (- now start-ms) 1000)))
-          'generation 1
-          'accepted_connections (hash-ref stats 'connections 0)
-          'requests (hash-ref stats 'requests 0)
-          'listen_queue (json-null)
-          'active_workers (if (positive? running) 1 0)
-          'idle_workers (if (positive? running) 0 1)
-          'total_workers 1 'max_active_workers 1 'max_workers_reached 0
-          'slow_requests 0 'shed_requests (hash-ref stats 'shed 0) 'restarts 0 'recycled 0 'reloads 0 'reload_failures 0
-          'log_dropped (log-lines-dropped)
-          'workers (list (hasheq 'pid (getpid) 'state (if (positive? running) "busy" "idle")
-                                 'generation 1 'requests (hash-ref stats 'requests 0)
-                                 'active running 'connections (hash-ref stats 'connections 0)
-                                 'shed (hash-ref stats 'shed 0)
-                                 'queue_delay (inexact->exact (round (queue-delay-ms srv)))
-                                 'memory (or rss (json-null))
-                                 'uptime (inexact->exact (floor (/ (- now start-ms) 1000)))))))
-
-;; port->string* : input-port -> string
-(define (port->string* in)
-  (let ([o (open-output-string)]) (copy-port* in o) (get-output-string o)))
-;; copy-port* : input-port output-port -> void
-(define (copy-port* in out)
-  (define bs (read-bytes 4096 in))
-  (unless (eof-object? bs) (write-bytes bs out) (copy-port* in out)))
-
-;; load-configured-app : hash limits (string -> none)
+;; load-configured-app : serve-config (string -> none) #:secret (or/c bytes #f)
 ;;                       -> (values (fastcgi-request -> any) (listof symbol) (or/c loaded-servlet #f))
-;; The app loaded as the configuration says (`serve` and `serve --check`); fail gets the
-;; reason it does not load, as one escaped line.
-(define (load-configured-app cfg lim fail)
-  (define app (hash-ref cfg 'app))
+;; The app loaded as the configuration says (`serve` and `serve --check`), with its limits;
+;; fail gets the reason it does not load, as one escaped line.
+(define (load-configured-app cfg fail #:secret [secret #f])
+  (define app (serve-config-app cfg))
   (with-handlers ([(λ (e) #t)
                    (λ (e) (fail (format "cannot load ~a: ~a" (log-escape app)
                                         (log-escape (if (exn? e) (without-prefix (exn-message e)) e)))))])
-    (load-app app lim (cfg->servlet-settings cfg)
+    (load-app app (serve-config-limits cfg) (cfg->servlet-settings cfg secret)
               #:warn (λ (m) (log-fastcgi-warning "~a" (log-escape m))))))
 
 ;; without-prefix : string -> string ; load-app's own errors without their "raco-fastcgi: "
 (define (without-prefix msg)
   (if (regexp-match? #rx"^raco-fastcgi: " msg) (substring msg 14) msg))
 
-;; cfg->servlet-settings : hash -> servlet-settings
+;; cfg->servlet-settings : serve-config (or/c bytes #f) -> servlet-settings
 ;; The secret never travels in the configuration (which is on the worker's command line):
-;; a worker has it from the manager's control connection ('secret), a single process
+;; a worker has it from the manager's control connection (secret), a single process
 ;; reads it from the file its command line named.
-(define (cfg->servlet-settings cfg)
-  (define d default-servlet-settings)
-  (make-servlet-settings #:worker-id (hash-ref cfg 'worker-id (servlet-settings-worker-id d))
-                         #:memory (hash-ref cfg 'servlet-memory (servlet-settings-memory d))
-                         #:timeout (hash-ref cfg 'continuation-timeout (servlet-settings-timeout d))
-                         #:secret (or (hash-ref cfg 'secret #f)
-                                      (let ([f (hash-ref cfg 'secret-file #f)]) (and f (read-secret f))))
-                         #:secret-lasting? (hash-ref cfg 'secret-lasting? (and (hash-ref cfg 'secret-file #f) #t))))
-
-
-;; make-limits* : (listof (cons string any)) -> limits
-;; The limits arrive as (keyword-name . value) pairs; make-limits checks the values.
-(define (make-limits* . pairs)
-  (define sorted (sort pairs string<? #:key car))
-  (keyword-apply make-limits (map (λ (p) (string->keyword (car p))) sorted) (map cdr sorted) '()))
+(define (cfg->servlet-settings cfg secret)
+  (define secret-file (serve-config-secret-file cfg))
+  (make-servlet-settings #:worker-id (serve-config-worker-id cfg)
+                         #:memory (serve-config-servlet-memory cfg)
+                         #:timeout (serve-config-continuation-timeout cfg)
+                         #:secret (or secret (and secret-file (read-secret secret-file)))
+                         #:secret-lasting? (and secret-file #t)))
 
 ;; heartbeat : (string any ... -> any) -> none
 ;; A line every second from a thread of its own, whatever the other threads do. It stops
@@ -382,8 +333,8 @@
 ;; its process manager (idle or busy) and its status page. Requests are those handed to
 ;; the app (the server's own count); past max-requests, the worker asks to be replaced,
 ;; once. After a second with nothing changed and no handler running, it waits for the
-;; next request instead (an idle worker then wakes only for its deadline loop, 4 times a
-;; second).
+;; next request instead (an idle worker then wakes only for the server's deadline sweep,
+;; every deadline-sweep-ms).
 (define (report-loop a max-requests report!)
   (define srv (app-server a))
   (let loop ([last #f] [asked? #f] [quiet 0])
@@ -459,43 +410,3 @@
                    (/ (round (* ran 10)) 10.0) threshold)
            (apply string-append (map (λ (l) (string-append "\n" (log-escape l))) stack)))))))
     (loop)))
-
-;; wrap-status-paths : handler #:status-path #:ping-path #:ping-response #:board -> handler
-;; Requests for the status or ping path are answered here and never reach the app. The path
-;; is REQUEST_URI without its query (SCRIPT_NAME when the front sends no REQUEST_URI).
-;; board: -> (or/c hash #f), the pool status now.
-(define (wrap-status-paths handler #:status-path status-path #:ping-path ping-path #:board board)
-  (cond
-    [(not (or status-path ping-path)) handler]
-    [else
-     (define status-b (and status-path (string->bytes/utf-8 status-path)))
-     (define ping-b (and ping-path (string->bytes/utf-8 ping-path)))
-     (λ (r)
-       (define path (request-path r))
-       (cond
-         [(and status-b (equal? path status-b)) (answer-status r (board))]
-         [(and ping-b (equal? path ping-b))
-          (write-bytes (bytes-append #"Content-Type: text/plain\r\nCache-Control: no-store\r\n\r\n"
-                                     #"pong\n")
-                       (fastcgi-request-stdout r))]
-         [else (handler r)]))]))
-
-;; request-path : fastcgi-request -> (or/c bytes #f)
-(define (request-path r)
-  (define uri (request-param r #"REQUEST_URI"))
-  (cond
-    [uri (car (regexp-match #rx#"^[^?]*" uri))]
-    [else (request-param r #"SCRIPT_NAME")]))
-
-;; answer-status : fastcgi-request (or/c hash #f) -> void
-(define (answer-status r board)
-  (define out (fastcgi-request-stdout r))
-  (cond
-    [board
-     (define fmt (status-format (request-param r #"QUERY_STRING")))
-     (write-bytes (bytes-append #"Content-Type: " (status-content-type fmt)
-                                #"\r\nCache-Control: no-store\r\n\r\n"
-                                (render-status board fmt))
-                  out)]
-    [else
-     (write-bytes #"Status: 503 Service Unavailable\r\nContent-Type: text/plain\r\n\r\nno status yet\n" out)]))

@@ -749,6 +749,18 @@ runs a manager process and several @deftech{worker} processes, as php-fpm does:
        parent dies (@tt{PR_SET_PDEATHSIG}), and it also stops when the report socket closes.}
 ]
 
+In the source (@filepath{fastcgi/private/}), @filepath{serve-cli.rkt} parses the options
+into one configuration struct, defined with every option's default in
+@filepath{config.rkt}, which also writes it on each worker's command line and reads it
+back there; it holds no secret (the secret and the relay key come over the control
+socket). @filepath{manager.rkt} is the manager's loop; its pieces each take the pool's
+state (@filepath{manager-state.rkt}): @filepath{manager-workers.rkt} starts and stops
+single workers as the process manager (@filepath{pm.rkt}) asks,
+@filepath{manager-reports.rkt} applies the workers' reports, @filepath{manager-exits.rkt}
+a worker's exit, @filepath{manager-reload.rkt} reloads, @filepath{manager-watch.rkt} is the
+tick (deadlines, the watchdog, memory) and @filepath{manager-status.rkt} the status board
+and files.
+
 @subsection[#:tag "pm"]{Process managers}
 
 @itemlist[
@@ -766,11 +778,11 @@ runs a manager process and several @deftech{worker} processes, as php-fpm does:
 ]
 
 How many workers: one per core, the default, suits handlers that compute. In the
-benchmark (@filepath{bench/RESULTS.md}, 2 cores), a CPU-bound handler served 1.91 times as
+benchmark (@filepath{bench/RESULTS.md}, 2 cores), a CPU-bound handler served 1.88 times as
 many requests a second with 2 workers as with 1. Handlers that do little per request
 can do better with fewer workers when the front runs on the same cores. In the same run,
-hello world through nginx on those 2 cores answered 40,371
-requests a second with @DFlag{workers} @tt{1} and 33,265 with @DFlag{workers} @tt{2}.
+hello world through nginx on those 2 cores answered 20,656
+requests a second with @DFlag{workers} @tt{1} and 14,659 with @DFlag{workers} @tt{2}.
 Measure your own app behind your own front before choosing.
 
 Workers are stopped gracefully: a worker stops accepting and finishes the requests it
@@ -1132,7 +1144,9 @@ restricts TCP clients (@secref["security"]); the default is read from the enviro
 when @racket[serve/fastcgi] is called, and @racket[#f] allows every client.
 @racket[socket-mode], @racket[socket-owner] and @racket[socket-group] apply to a unix
 socket file: a string is a user or group name, an integer a uid or gid, and @racket[#f]
-leaves the owner or group as created. @racket[backlog] is the listen backlog.
+leaves the owner or group as created. @racket[backlog] is the listen backlog. These four
+defaults are also those of @exec{raco fastcgi serve}: both take them from one place in the
+source, @filepath{fastcgi/private/listener-options.rkt}.
 
 The servlet may capture continuations (@secref["continuations"]): they are kept in
 @racket[manager], a @racketmodname[web-server/managers/manager] manager, or when it is

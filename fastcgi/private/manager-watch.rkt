@@ -1,0 +1,108 @@
+#lang racket/base
+;; The manager's tick (manager.rkt): what it watches in its workers between their reports.
+;; A draining worker past its deadline and a worker that does not start in time are
+;; killed; a ready worker that falls silent is late, then killed (the watchdog); resident
+;; memory past --max-memory recycles a worker, past the hard ceiling stops it at once; and
+;; the pool is maintained and its status published.
+(require racket/file
+         "clock.rkt"
+         "config.rkt"
+         "limits.rkt"
+         "log.rkt"
+         "manager-state.rkt"
+         "manager-status.rkt"
+         "manager-workers.rkt"
+         "signals.rkt")
+(provide tick!)
+
+;; The watchdog (watch-beats!). A ready worker reports every second (its heartbeat); one
+;; that falls silent shows late past late-ms, and past the request timeout (else
+;; default-watchdog seconds) plus watchdog-grace seconds it is killed and replaced.
+(define late-ms 3000.)
+(define watchdog-grace 10)
+(define default-watchdog 60)
+
+;; tick! : manager -> void
+(define (tick! m)
+  (define now (now-ms))
+  (define start-timeout (manager-cfg m serve-config-start-timeout))
+  (for ([w (in-list (live-workers m))])
+    (cond
+      [(and (eq? (worker-state w) 'draining) (> now (worker-drain-deadline w)))
+       (log-fastcgi-warning "worker ~a did not stop in time: killing it" (worker-pid w))
+       (send-signal! (worker-pid w) SIGKILL)
+       (set-worker-drain-deadline! w (+ now 5000))]
+      [(and (eq? (worker-state w) 'starting) (> (- now (worker-started-ms w)) (* 1000 start-timeout))
+            (not (worker-failure w)))
+       (log-fastcgi-error "worker ~a not ready after ~a s: killing it" (worker-pid w) start-timeout)
+       (set-worker-failure! w (format "not ready after ~a s (--start-timeout)" start-timeout))
+       (send-signal! (worker-pid w) SIGKILL)]))
+  (watch-beats! m now)
+  ;; a worker started after the last crash has lasted: workers start again
+  (when (and (positive? (manager-failures m))
+             (for/or ([w (in-list (live-workers m))])
+               (and (> (worker-started-ms w) (manager-last-failure-ms m)) (worker-ready-ms w)
+                    (> (- now (worker-started-ms w)) crash-window-ms))))
+    (start-failures-over! m))
+  (watch-memory! m now)
+  (define active-now (for/sum ([w (in-list (live-workers m))]) (if (positive? (worker-active w)) 1 0)))
+  (set-manager-max-active! m (max (manager-max-active m) active-now))
+  (maintain! m)
+  (publish! m now))
+
+;; watch-beats! : manager flonum -> void
+;; A ready worker that falls silent is frozen, stopped (SIGSTOP), or its whole VM is
+;; held by a foreign call: late on the status, then killed (SIGKILL: it can take no
+;; other signal) and replaced at once. The connections it holds fail with it; those
+;; still in the listen queue go to the other workers and its replacement.
+(define (watch-beats! m now)
+  (define request-timeout (limits-request-timeout (manager-cfg m serve-config-limits)))
+  (define watchdog-ms (* 1000 (+ watchdog-grace (or request-timeout default-watchdog))))
+  (for ([w (in-list (live-workers m))]
+        #:when (and (worker-ready-ms w) (not (worker-reports-done? w))
+                    (not (eq? (worker-late w) 'killed))))
+    (define silent (- now (worker-heard-ms w)))
+    (cond
+      [(> silent watchdog-ms)
+       (log-fastcgi-error "worker ~a sent nothing for ~a s (frozen, stopped, or blocked in a foreign call): killing it"
+                          (worker-pid w) (exact-floor (/ silent 1000)))
+       (set-worker-late! w 'killed)
+       (total-add! m 'unresponsive_kills 1)
+       (set-worker-state! w 'draining)
+       (set-worker-retiring?! w #f)
+       (set-worker-drain-deadline! w (+ now 5000))
+       (send-signal! (worker-pid w) SIGKILL)
+       (maintain! m)]
+      [(> silent late-ms)
+       (unless (worker-late w)
+         (log-fastcgi-warning "worker ~a is late: nothing from it for ~a s" (worker-pid w)
+                              (exact-floor (/ silent 1000)))
+         (set-worker-late! w #t))]
+      [else (set-worker-late! w #f)])))
+
+;; watch-memory! : manager flonum -> void
+;; With a memory limit, resident memory is read at every tick (a runaway grows fast),
+;; else once a second, for the status.
+(define (watch-memory! m now)
+  (define cfg (manager-config m))
+  (define max-memory (serve-config-max-memory cfg))
+  (define ceiling (config-memory-ceiling cfg))
+  (when (or ceiling (> (- now (manager-last-memory-ms m)) 1000))
+    (set-manager-last-memory-ms! m now)
+    (for ([w (in-list (live-workers m))])
+      (set-worker-rss! w (process-rss (worker-pid w)))
+      (define rss (worker-rss w))
+      (cond
+        [(and ceiling rss (> rss ceiling) (memq (worker-state w) '(ready draining)))
+         (cut! m w (format "memory ~a MiB over the hard ceiling of ~a MiB (~a)"
+                           (quotient rss 1048576) (quotient ceiling 1048576)
+                           (if (serve-config-max-memory-hard cfg) "--max-memory-hard" "2 x --max-memory")))]
+        [(and max-memory rss (> rss max-memory) (eq? (worker-state w) 'ready))
+         (recycle! m w (format "memory ~a MiB over --max-memory ~a MiB"
+                               (quotient rss 1048576) (quotient max-memory 1048576)))]))))
+
+;; process-rss : natural -> (or/c natural #f) ; resident memory in bytes, from /proc
+(define (process-rss pid)
+  (with-handlers ([exn:fail? (λ (e) #f)])
+    (define m (regexp-match #rx"VmRSS:[ \t]*([0-9]+) kB" (file->string (format "/proc/~a/status" pid))))
+    (and m (* 1024 (string->number (cadr m))))))
