@@ -5,6 +5,8 @@
          racket/lazy-require
          racket/runtime-path
          (for-syntax racket/base)
+         (only-in "private/app.rkt" default-servlet-settings servlet-settings-timeout
+                  servlet-settings-memory)
          "private/current.rkt"
          "private/limits.rkt"
          "private/log.rkt"
@@ -138,8 +140,10 @@
 ;; response/authorized); the raw request's role says which it is serving.
 (define-serve (serve/fastcgi start
                              #:manager [manager #f]
-                             #:continuation-timeout [timeout (* 4 60 60)]
-                             #:servlet-memory [memory (* 128 1024 1024)])
+                             #:continuation-timeout
+                             [timeout (servlet-settings-timeout default-servlet-settings)]
+                             #:servlet-memory
+                             [memory (servlet-settings-memory default-servlet-settings)])
   (λ (lim)
     (define s (start->servlet start #:manager manager #:timeout timeout #:memory memory))
     (servlet->handler (loaded-servlet-run s) lim)))

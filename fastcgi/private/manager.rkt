@@ -98,14 +98,9 @@
                        (raise-user-error 'raco-fastcgi "--pid-file ~a: cannot write it: ~a"
                                          pid-file (filesystem-reason e)))])
       (write-pid-file! pid-file pid)))
-  (make-manager #:config cfg #:pid pid #:plan (config->pm-plan cfg) #:listener listener
+  (make-manager #:config cfg #:pid pid #:plan (make-pm-plan cfg) #:listener listener
                 #:control control #:prefix prefix #:pid-file pid-file
                 #:secret secret #:relay-key relay-key #:start-ms (now-ms)))
-
-;; config->pm-plan : serve-config -> pm-plan
-(define (config->pm-plan cfg)
-  (pm-plan (serve-config-pm cfg) (serve-config-workers cfg) (serve-config-min-spare cfg)
-           (serve-config-max-spare cfg) (serve-config-max-workers cfg) (serve-config-idle-timeout cfg)))
 
 ;; next-event : manager evt flonum -> list
 ;; What comes first: (message ...) from a control connection, (exit worker), (usr1),

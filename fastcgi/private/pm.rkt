@@ -7,7 +7,8 @@
 ;; - ondemand: none at start; one is started when a connection waits and no worker is idle
 ;;   (the manager watches the listening socket), at most max-workers; a worker idle for
 ;;   idle-timeout seconds is stopped.
-(require racket/list)
+(require racket/list
+         "config.rkt")
 (provide (struct-out pm-plan)
          (struct-out pm-worker)
          (struct-out pm-decision)
@@ -25,15 +26,11 @@
 ;; wanted more than max-workers
 (struct pm-decision (start stop why max-reached?) #:transparent)
 
-;; make-pm-plan : hash -> pm-plan ; keys pm workers min-spare max-spare max-workers idle-timeout
+;; make-pm-plan : serve-config -> pm-plan ; the plan of a configuration (its defaults are
+;; config.rkt's)
 (define (make-pm-plan cfg)
-  (define kind (hash-ref cfg 'pm 'static))
-  (define workers (hash-ref cfg 'workers 1))
-  (pm-plan kind workers
-           (hash-ref cfg 'min-spare 1)
-           (hash-ref cfg 'max-spare (max 1 workers))
-           (hash-ref cfg 'max-workers (if (eq? kind 'static) workers (* 2 workers)))
-           (hash-ref cfg 'idle-timeout 10)))
+  (pm-plan (serve-config-pm cfg) (serve-config-workers cfg) (serve-config-min-spare cfg)
+           (serve-config-max-spare cfg) (serve-config-max-workers cfg) (serve-config-idle-timeout cfg)))
 
 ;; pm-describe : pm-plan -> string
 (define (pm-describe p)
