@@ -13,20 +13,11 @@
 ;; for read-timeout seconds is ended the same way; so is a request whose body would take
 ;; what a multiplexed connection's live requests hold past connection-buffer (and a
 ;; PARAMS record that would is answered OVERLOADED): see over-connection-buffer?.
+;; (the modules below it first, then the two it is made of)
 (require ffi/unsafe/atomic
-         "catch.rkt"
-         "contain.rkt"
-         "limits.rkt"
-         "log.rkt"
-         "protocol.rkt"
-         "request.rkt"
-         "table.rkt"
-         "wire.rkt"
-         "owner.rkt"
-         "log-limit.rkt"
-         "handover.rkt"
-         "dispatch.rkt"
-         "handlers.rkt")
+         "catch.rkt" "log.rkt" "log-limit.rkt" "limits.rkt" "table.rkt"
+         "protocol.rkt" "wire.rkt" "owner.rkt" "handover.rkt" "request.rkt"
+         "dispatch.rkt" "handlers.rkt")
 (provide serve-connection
          loop-step!
          hand-over-idle!

@@ -4,9 +4,7 @@
 ;; reload sends SIGHUP and waits for the reload that answers it (one asked while another
 ;; is under way runs after that one): exit 0 when its generation serves, 1 with the reason
 ;; when it failed; stop sends SIGTERM and waits until the manager has exited.
-(require racket/cmdline
-         racket/file
-         racket/string
+(require racket/cmdline racket/file racket/string
          "cli-args.rkt"
          "clock.rkt"
          "pool-status.rkt"

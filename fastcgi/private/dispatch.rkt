@@ -4,16 +4,12 @@
 ;; OVERLOADED), PARAMS are gathered and checked, a request is admitted or refused before
 ;; any handler runs (limits, shedding, a stopping server), STDIN and DATA go to the
 ;; handler under the body flow rule (see connection.rkt), GET_VALUES is answered.
-(require ffi/unsafe/atomic
-         "catch.rkt"
-         "contain.rkt"
-         "limits.rkt"
+(require "limits.rkt"
          "log.rkt"
          "protocol.rkt"
          "request.rkt"
          "table.rkt"
          "wire.rkt"
-         "owner.rkt"
          "log-limit.rkt"
          "handlers.rkt"
          (submod "cgi.rkt" private))

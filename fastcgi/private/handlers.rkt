@@ -13,8 +13,7 @@
          "request.rkt"
          "table.rkt"
          "wire.rkt"
-         "owner.rkt"
-         "log-limit.rkt")
+         "owner.rkt")
 (provide (struct-out rd)
          stat-add!
          observe!
