@@ -5,10 +5,7 @@
 ;; is under way runs after that one): exit 0 when its generation serves, 1 with the reason
 ;; when it failed; stop sends SIGTERM and waits until the manager has exited.
 (require racket/cmdline racket/file racket/string
-         "cli-args.rkt"
-         "clock.rkt"
-         "pool-status.rkt"
-         "signals.rkt")
+         "cli-args.rkt" "clock.rkt" "pool-status.rkt" "signals.rkt")
 (provide ctl-command)
 
 ;; ctl-command : (vectorof string) -> void
