@@ -99,3 +99,16 @@
   (check-true (pair? used))
   (for ([f (in-list used)])
     (check-not-false (member f known) (format "README shows ~a, which no command takes" f))))
+
+(test-case "the README's layout names every module of fastcgi/private, and no module that is gone"
+  (define layout (let ([m (regexp-match #rx"\n## Layout\n(.*?)(\n## |$)" readme)]) (and m (cadr m))))
+  (check-true (string? layout) "the README has a Layout section")
+  (define dir (build-path here ".." "fastcgi" "private"))
+  (define modules (for/list ([f (in-list (directory-list dir))]
+                             #:when (regexp-match? #rx"[.]rkt$" (path->string f)))
+                    (path->string f)))
+  (for ([m (in-list modules)])
+    (check-true (string-contains? layout (string-append "`" m "`")) (format "~a is not in the layout" m)))
+  (for ([named (in-list (remove-duplicates (map cadr (regexp-match* #rx"`([a-z0-9-]+[.]rkt)`" layout #:match-select values))))])
+    (check-true (and (or (member named modules) (member named '("main.rkt" "client.rkt"))) #t)
+                (format "the layout names ~a, which fastcgi/private does not have" named))))

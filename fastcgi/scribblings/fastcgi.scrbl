@@ -1995,3 +1995,48 @@ application as @wire{HTTP_X_FORWARDED_FOR} (a front that keeps the hyphen sends
 @tt{X-Forwarded-For}), so the servlet sees two @tt{X-Forwarded-For} headers in the order
 the front sent them and @racket[headers-assq*] returns the first. An application that
 trusts such a header should take it only from a front that sets it itself.
+
+@section[#:tag "inside"]{Inside the server}
+
+For whoever changes the server: the modules of @filepath{fastcgi/private/} a request
+passes through, in order, each knowing only the ones below it. The README's
+@italic{Layout} section lists every module.
+
+@itemlist[#:style 'ordered
+ @item{@filepath{server.rkt} accepts (@filepath{listener.rkt}) and makes the connection:
+       @filepath{wire.rkt}'s @tt{conn}, whose I/O is @filepath{io.rkt}'s record of actions
+       (receive, send, send records, readable and writable events, shut down, close), one
+       implementation over the socket's descriptor (@filepath{socket-io.rkt}) and one over
+       ports, so that no code asks which it has.}
+ @item{@filepath{connection.rkt} serves it: the event loop (@filepath{poller.rkt}) runs its
+       reader when the socket is readable. Exactly one party reads a connection at a
+       time; who it is (parked in the loop, the loop, an inline handler, a thread of its
+       own, taken over, ended) and every hand-over is the state machine of
+       @filepath{owner.rkt}, whose header holds the table of transitions.}
+ @item{The reader reads into the decoder's space (@filepath{protocol-decoder.rkt}; records
+       per @filepath{protocol-record.rkt}, name-value pairs per
+       @filepath{protocol-pairs.rkt}: the codec knows no sockets) and gives each record
+       to @filepath{dispatch.rkt}: @wire{BEGIN_REQUEST} makes a request
+       (@filepath{request.rkt}, @filepath{request-state.rkt}), @wire{PARAMS} are checked
+       and the request is admitted or refused before any handler runs, @wire{STDIN} and
+       @wire{DATA} go to the handler under the body flow rule (@secref["flow"]). The
+       connection layer answers in FastCGI terms; a refusal is a reason, and
+       @filepath{cgi.rkt}, which makes every CGI answer the server itself sends, turns it
+       into a status and a page.}
+ @item{@filepath{handlers.rkt} runs the handler, in the reader's own thread when the
+       request is alone on its connection and its input has all arrived, else in a thread
+       of its own: a servlet through @filepath{web.rkt} (with @filepath{servlet.rkt} and
+       @filepath{sessions.rkt} for continuations) or a raw handler.}
+ @item{What the handler writes is buffered and cut into @wire{STDOUT} records by
+       @filepath{request-output.rkt}, and leaves with @wire{END_REQUEST} through
+       @filepath{wire.rkt}'s one writer per connection and @filepath{io.rkt}.}
+ @item{@filepath{handlers.rkt}'s @tt{retire!} frees the request's id and keeps or closes
+       the connection. Every deadline (first byte, idle, read, write, request, drain) is
+       a field of the connection or request that the server's one timer
+       (@filepath{timer.rkt}, on the monotonic clock of @filepath{clock.rkt}) sweeps.}
+]
+
+Settings are structs whose defaults are stated once: a listener's in
+@filepath{listener-options.rkt}, the limits in @filepath{limits.rkt}, @exec{serve}'s in
+@filepath{config.rkt}, which is also the one place the configuration is written for a
+worker and read back.
