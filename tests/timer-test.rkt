@@ -70,3 +70,13 @@
   (timer-start! tm)
   (check-true (wait-for (λ () (>= runs 10))))
   (timer-stop! tm))
+
+(test-case "a task that raises does not stop the timer: it and the others run on"
+  (define tm (make-timer))
+  (define bad 0)
+  (define good 0)
+  (timer-every! tm 5 (λ () (set! bad (add1 bad)) (error 'task "boom")))
+  (timer-every! tm 5 (λ () (set! good (add1 good))))
+  (timer-start! tm)
+  (check-true (wait-for (λ () (and (>= bad 3) (>= good 3)))))
+  (timer-stop! tm))

@@ -39,7 +39,7 @@
   ;; made from here on, inherit the exit handler
   (install-exit-handler!)
   (define srv (make-server handler #:roles roles #:limits lim #:observer observer))
-  (define d (door srv listener allowed (make-timer)
+  (define d (door srv listener allowed
                   (make-semaphore (limits-max-connections lim))
                   (make-semaphore overflow-connections) #f #f))
   ;; the event loop (not with shedding on: see connection.rkt); it also accepts, with the
@@ -53,7 +53,7 @@
   (unless (and (door-poller d) (accept-in-loop! d))
     (set-door-acceptor! d (start-acceptor! d)))
   (when (door-poller d) (poller-start! (door-poller d)))
-  (start-timer! (door-timer d) srv)
+  (start-timer! (server-timer srv) srv)
   (log-fastcgi-info "listening on ~a" (listener-address listener))
   (running-server (listener-address listener)
                   (λ (#:timeout [timeout 30] #:hand-to [hand-to '()]) (stop! d timeout hand-to))
@@ -69,12 +69,12 @@
   (server handler roles lim (make-table)
           (box 0) (make-hasheq) #f observer (box 0.0)
           (make-notes)
-          (make-thread-group) (box 1.0) '()))
+          (make-thread-group) (box 1.0) (make-timer) '()))
 
-;; A running server's intake: its server state, listener, allowed clients, timer, the
+;; A running server's intake: its server state, listener, allowed clients, the
 ;; semaphores of its connection slots (max-connections) and overflow slots, the event
 ;; loop (#f with shedding on) and the accepting thread (#f when the loop accepts).
-(struct door (srv listener allowed timer slots overflow
+(struct door (srv listener allowed slots overflow
                   [poller #:mutable] [acceptor #:mutable]))
 
 ;; ended : door conn -> (-> void) ; what the thread that sees c end does
@@ -132,7 +132,7 @@
      (stat-add! srv 'overflow)
      (define-values (in out) (fd->ports fd peer))
      (thread (λ ()
-               (refuse-overloaded in out peer srv (door-timer d))
+               (refuse-overloaded in out peer srv (server-timer srv))
                (semaphore-post (door-overflow d))))]
     [else
      (stat-add! srv 'connections)
@@ -256,7 +256,7 @@
       (log-fastcgi-warning "stop: cutting the connection from ~a after ~a s"
                            (log-escape (conn-peer c)) timeout)
       (conn-broken! c))
-    (timer-stop! (door-timer d))
+    (timer-stop! (server-timer srv))
     (when poller (poller-stop! poller))
     (log-fastcgi-info "stopped listening on ~a" (listener-address listener))))
 

@@ -14,7 +14,8 @@
 ;; without polling.
 (require racket/contract/base
          ffi/unsafe/atomic
-         "clock.rkt")
+         "clock.rkt"
+         "log.rkt")
 (provide (contract-out
           [make-timer (-> timer?)]
           [timer? (-> any/c boolean?)]
@@ -107,15 +108,24 @@
   (cond
     [(not period)
      (timer-cancel! tm t)
-     ((task-action t))]
+     (run-action t)]
     [else
      ;; the next run from now, not from the due time: a late run does not bunch up
      (set-task-due! t (+ now period))
-     (define busy? ((task-action t)))
+     (define busy? (run-action t))
      (when (task-quiet-limit t)
        (set-task-quiet! t (if busy? 0 (add1 (task-quiet t))))
        (when (and (>= (task-quiet t) (task-quiet-limit t)) ((task-sleep t) (timer-wake tm)))
          (set-task-due! t +inf.0)))]))
+
+;; run-action : task -> any
+;; A task that raises is logged and runs again at its next time: one failing task must
+;; not stop the timer, which every other deadline of the server needs.
+(define (run-action t)
+  (with-handlers ([exn:fail? (λ (e)
+                               (log-fastcgi-error "timer task failed: ~a" (log-escape (exn-message e)))
+                               #t)])
+    ((task-action t))))
 
 ;; wake-sleepers! : timer -> void ; the wake semaphore was posted
 (define (wake-sleepers! tm)

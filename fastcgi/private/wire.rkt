@@ -45,6 +45,8 @@
                                 ; many of (log-limit.rkt)
                 handler-group   ; thread group of every handler thread (see serve-connection)
                 stretch         ; box: flonum >= 1, how much slower than its CPU cost work goes
+                timer           ; the server's one timer (timer.rkt): every deadline, every
+                                ; periodic scan of its connections and requests
                 ;; the params of the last request read on any connection: a new connection's
                 ;; first request shares byte strings with them (see conn's last-params)
                 [last-params #:mutable]

@@ -31,6 +31,7 @@
          "signals.rkt"
          "status-paths.rkt"
          "table.rkt"
+         "timer.rkt"
          "transport.rkt"
          "wire.rkt")
 ;; Loaded for a servlet only (they load web-server).
@@ -192,24 +193,28 @@
                       (set-box! sessions n)
                       (report-stat! a report!))
                     (loop)))))
+  ;; scans of the connections' requests, on the server's one timer (timer.rkt)
+  (define tm (server-timer (app-server a)))
   (when slow-log
-    (thread (λ () (watch-slow (app-server a) slow-log (serve-config-slow-threshold cfg) slow-count))))
+    (timer-every! tm 500 (slow-watcher (app-server a) slow-log (serve-config-slow-threshold cfg) slow-count)))
   (when (limits-request-timeout lim)
-    (thread (λ () (watch-stuck (app-server a) report!))))
+    (timer-every! tm 1000 (stuck-watcher (app-server a) report!)))
   a)
 
 ;; How often a servlet's live sessions are counted (the status, and a retiring worker).
 (define session-sweep-seconds 2)
 
-;; watch-stuck : server (string any ... -> void) -> none
+;; stuck-watcher : server (string any ... -> void) -> (-> void)
 ;; A handler stopped by the request timeout gets a break; its request is ended 5 s later
 ;; whatever it does. A handler thread still running 10 s after that ignores breaks (a
 ;; tight loop with breaks disabled, a foreign call): the worker cannot get it back, so it
-;; asks the manager to replace it (gracefully: the other requests finish).
-(define (watch-stuck srv report!)
+;; asks the manager to replace it (gracefully: the other requests finish). Each run of the
+;; task looks once; the ask goes from a thread of its own, so that a manager slow to read
+;; never holds up the timer.
+(define (stuck-watcher srv report!)
   (define broken (make-weak-hasheq))          ; request -> its handler thread
-  (let loop ([asked? #f])
-    (sleep 1)
+  (define asked? #f)
+  (λ ()
     (for* ([c (in-list (table-values (server-connections srv)))]
            [r (in-list (table-values (conn-requests c)))])
       (when (and (fastcgi-request-broken-ms r) (fastcgi-request-handler r))
@@ -224,13 +229,11 @@
         r))
     (for ([r (in-list (for/list ([(r t) (in-hash broken)] #:when (thread-dead? t)) r))])
       (hash-remove! broken r))
-    (cond
-      [(and (pair? stuck) (not asked?))
-       (log-fastcgi-error "~a handler thread(s) ignored the request timeout; asking for a fresh worker"
-                          (length stuck))
-       (report! "recycle a handler ignores the request timeout")
-       (loop #t)]
-      [else (loop asked?)])))
+    (when (and (pair? stuck) (not asked?))
+      (set! asked? #t)
+      (log-fastcgi-error "~a handler thread(s) ignored the request timeout; asking for a fresh worker"
+                         (length stuck))
+      (thread (λ () (report! "recycle a handler ignores the request timeout"))))))
 
 ;; serve-until-stopped : app real evt #:retire evt #:session-drain real -> none
 ;; SIGHUP reopens the log files; SIGTERM, SIGINT or the stop event stop gracefully, exit 0.
@@ -375,14 +378,15 @@
                             (fastcgi-request-bytes-out r)
                             ms pid)))
 
-;; watch-slow : server log-file real box -> none
-;; Twice a second: every request whose handler has run past the threshold is written to
-;; the slow log once, with the handler thread's stack at that moment (what it is stuck on).
-(define (watch-slow srv lf threshold slow-count)
+;; slow-watcher : server log-file real box -> (-> void)
+;; At each run (twice a second): every request whose handler has run past the threshold
+;; is written to the slow log once, with the handler thread's stack at that moment (what
+;; it is stuck on). The slow log's writes are queued (log-file.rkt): the timer never waits
+;; on the disk.
+(define (slow-watcher srv lf threshold slow-count)
   (define seen (make-weak-hasheq))
   (define pid (getpid))
-  (let loop ()
-    (sleep 0.5)
+  (λ ()
     (define now (now-ms))
     (for* ([c (in-list (table-values (server-connections srv)))]
            [r (in-list (table-values (conn-requests c)))])
@@ -408,5 +412,4 @@
                    (log-escape (or (request-param r #"REQUEST_METHOD") #"-"))
                    (log-escape (or (request-param r #"REQUEST_URI") #"-"))
                    (/ (round (* ran 10)) 10.0) threshold)
-           (apply string-append (map (λ (l) (string-append "\n" (log-escape l))) stack)))))))
-    (loop)))
+           (apply string-append (map (λ (l) (string-append "\n" (log-escape l))) stack)))))))))
