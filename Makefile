@@ -51,7 +51,8 @@ fuzz: install
 
 # The side-by-side benchmark (bench/README.md): `make bench` runs every scenario (about 15
 # minutes; run it on a quiet machine), `make bench-quick` the hello-world rows (under 2
-# minutes); both write bench/RESULTS.md and bench/results.png. `make bench-profile` writes
+# minutes); both write bench/RESULTS.md (the latest run), bench/RESULTS-commands.md and
+# bench/results.png. `make bench-profile` writes
 # bench/PROFILE.md (system calls per request, Racket's sampler). BENCH_DURATION,
 # BENCH_WARMUP and BENCH_ONLY tune a run.
 BENCH_APT_PACKAGES := nginx php8.2-fpm curl wrk haproxy golang-go gcc strace

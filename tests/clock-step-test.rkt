@@ -12,10 +12,10 @@
          rackunit
          "../fastcgi/client.rkt"
          (only-in (submod "../fastcgi/client.rkt" private) cgi-params)
-         "integration/lib.rkt")
+         "integration/lib.rkt"
+         "lib/serve.rkt")
 
 (define libfaketime "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1")
-(define raco (path->string (find-executable-path "raco")))
 (define request-timeout 5)
 
 (define app-source

@@ -13,9 +13,8 @@
          rackunit
          "../fastcgi/client.rkt"
          "../fastcgi/private/signals.rkt"
-         "integration/lib.rkt")
-
-(define raco (path->string (find-executable-path "raco")))
+         "integration/lib.rkt"
+         "lib/serve.rkt")
 
 (define good-source
   (string-append "#lang racket/base\n(require fastcgi)\n(provide fastcgi-handler)\n"
@@ -62,7 +61,7 @@
      (check-regexp-match #rx"fatal .*cannot start: cannot load .*app\\.rkt: app: broken at load" err)
      (check-false (file-exists? (sock dir)) "no socket file")
      (check-false (file-exists? pid-file) "no pid file")
-     (check-false (file-exists? (string-append pid-file ".status.json")) "no status file"))))
+     (check-false (file-exists? (pid-file->status-file pid-file)) "no status file"))))
 
 (test-case "an unusable listen address: exit 1, one line"
   (call-with-temp-dir
@@ -147,12 +146,8 @@
                                 (list "fastcgi" "serve" app "--listen" (string-append "unix:" (sock dir))
                                       "--workers" "1" "--pid-file" pid-file "--status-path" "/status")
                                 #:dir dir))
-     (define (board) (or (with-handlers ([exn:fail? (λ (e) #f)])
-                           (call-with-input-file (string-append pid-file ".status.json") read-json))
-                         (hasheq)))
-     (define (ready-pids) (for/list ([w (in-list (hash-ref (board) 'workers '()))]
-                                     #:when (member (hash-ref w 'state) '("idle" "busy")))
-                            (hash-ref w 'pid)))
+     (define (board) (or (read-status-file (pid-file->status-file pid-file)) (hasheq)))
+     (define (ready-pids) (board-pids (board) '("idle" "busy")))
      (dynamic-wind
       void
       (λ ()

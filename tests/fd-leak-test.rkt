@@ -15,9 +15,8 @@
          "../fastcgi/client.rkt"
          "../fastcgi/private/ffi.rkt"
          "../fastcgi/private/signals.rkt"
-         "integration/lib.rkt")
-
-(define raco (path->string (find-executable-path "raco")))
+         "integration/lib.rkt"
+         "lib/serve.rkt")
 
 ;; tcp-listening-fd : natural -> fd ; a socket listening on 127.0.0.1:port, as a web
 ;; server makes it for the app it spawns

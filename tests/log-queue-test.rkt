@@ -5,15 +5,14 @@
 ;; how many once the pipe is read); the access log on a stdout pipe that nobody reads (the
 ;; worker answers); the access log on a full disk (/dev/full: at most one error line a
 ;; second). Every wait is bounded; the loads are bounded in count.
-(require json
-         racket/file
+(require racket/file
          racket/port
          racket/string
          rackunit
          "../fastcgi/client.rkt"
-         "integration/lib.rkt")
+         "integration/lib.rkt"
+         "lib/serve.rkt")
 
-(define raco (path->string (find-executable-path "raco")))
 (define setpriv "/usr/bin/setpriv")
 
 ;; The app: a request for /chatty logs 40 warnings of 4000 characters on a topic of its
@@ -61,7 +60,7 @@
       void
       (λ ()
         (wait-for-unix-socket sock 30)
-        (define status-file (string-append pid-file ".status.json"))
+        (define status-file (pid-file->status-file pid-file))
         (wait-until 60 "a ready worker" (λ () (pair? (ready-pids status-file))))
         (body p stdout stderr (string-append "unix:" sock) status-file))
       (λ ()
@@ -70,15 +69,10 @@
         (when stderr (close-input-port stderr)))))))
 
 ;; board : string -> hash ; the status the manager publishes (empty while unreadable)
-(define (board status-file)
-  (or (with-handlers ([exn:fail? (λ (e) #f)]) (call-with-input-file status-file read-json))
-      (hasheq)))
+(define (board status-file) (or (read-status-file status-file) (hasheq)))
 
 ;; ready-pids : string -> (listof natural)
-(define (ready-pids status-file)
-  (for/list ([w (in-list (hash-ref (board status-file) 'workers '()))]
-             #:when (member (hash-ref w 'state) '("idle" "busy")))
-    (hash-ref w 'pid)))
+(define (ready-pids status-file) (board-pids (board status-file) '("idle" "busy")))
 
 ;; load! : string natural string -> string
 ;; n requests one after the other, each bounded by 5 s; stops at the first that fails.

@@ -7,7 +7,8 @@
          rackunit
          (only-in "../fastcgi/private/log-file.rkt" log-lines-dropped)
          "../fastcgi/private/log.rkt"
-         "../fastcgi/private/logging.rkt")
+         "../fastcgi/private/logging.rkt"
+         "lib/pipe.rkt")
 
 ;; The printer writes into a pipe that holds 64 bytes: while nobody reads it, a longer line
 ;; blocks the printer, as a stderr nobody reads would.
@@ -20,17 +21,7 @@
 (define line-3 "third")
 
 ;; drain! : -> string ; what the printer wrote, read until it has written nothing for 0.3 s
-;; (by waiting on the port, then reading what is there: with read-bytes-avail!-evt, a
-;; pipe this small stops passing a long write on after about 137 KB in Racket 8.7 CS)
-(define (drain!)
-  (define got (open-output-string))
-  (let loop ()
-    (define buf (make-bytes 4096))
-    (define n (and (sync/timeout 0.3 in) (read-bytes-avail!* buf in)))
-    (when (exact-positive-integer? n)
-      (write-bytes buf got 0 n)
-      (loop)))
-  (get-output-string got))
+(define (drain!) (bytes->string/utf-8 (pipe-bytes in) #\uFFFD))
 
 (test-case "a flush that cannot finish in 2 s says so"
   (log-fastcgi-warning "~a" line-1)

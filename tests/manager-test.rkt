@@ -14,9 +14,9 @@
          xml
          "../fastcgi/client.rkt"
          "../fastcgi/private/signals.rkt"
-         "integration/lib.rkt")
+         "integration/lib.rkt"
+         "lib/serve.rkt")
 
-(define raco (path->string (find-executable-path "raco")))
 (define nginx (require-program! "/usr/sbin/nginx" "nginx"))
 (define lighttpd (require-program! "/usr/sbin/lighttpd" "lighttpd"))
 
@@ -76,17 +76,13 @@
 (struct pool (dir port sock pid-file app manager))
 
 ;; board : pool -> (or/c hash #f) ; the status the manager publishes
-(define (board p)
-  (with-handlers ([exn:fail? (λ (e) #f)])
-    (call-with-input-file (string-append (pool-pid-file p) ".status.json") read-json)))
+(define (board p) (read-status-file (pid-file->status-file (pool-pid-file p))))
 
 ;; board-workers : pool -> (listof hash)
 (define (board-workers p) (hash-ref (or (board p) (hasheq)) 'workers '()))
 
 ;; ready-pids : pool -> (listof natural) ; workers that serve (idle or busy)
-(define (ready-pids p)
-  (for/list ([w (in-list (board-workers p))] #:when (member (hash-ref w 'state) '("idle" "busy")))
-    (hash-ref w 'pid)))
+(define (ready-pids p) (board-pids (board p) '("idle" "busy")))
 
 ;; call-with-pool : (listof string) (pool -> any) #:workers natural #:ready natural -> any
 ;; Starts the manager with the extra options, and nginx in front; waits until `ready`

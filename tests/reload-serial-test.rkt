@@ -5,15 +5,13 @@
 ;; take a while to load (a sleep at module level) and note each load in a file, so that a
 ;; second reload is asked while the first one's workers are still loading. No front: the
 ;; tests speak FastCGI to the unix socket. Every wait is bounded.
-(require json
-         racket/file
+(require racket/file
          racket/string
          rackunit
          "../fastcgi/client.rkt"
          "../fastcgi/private/signals.rkt"
-         "integration/lib.rkt")
-
-(define raco (path->string (find-executable-path "raco")))
+         "integration/lib.rkt"
+         "lib/serve.rkt")
 
 ;; app-source : string path #:load-seconds real -> string
 ;; A raw app that answers "VERSION PID"; loading it appends VERSION to loads, then sleeps.
@@ -67,10 +65,7 @@
     (car (string-split (bytes->string/utf-8 body #\?)))))
 
 ;; board : pool -> hash ; the status the manager publishes
-(define (board p)
-  (or (with-handlers ([exn:fail? (λ (e) #f)])
-        (call-with-input-file (string-append (pool-pid-file p) ".status.json") read-json))
-      (hasheq)))
+(define (board p) (or (read-status-file (pid-file->status-file (pool-pid-file p))) (hasheq)))
 
 ;; install! : pool string -> void ; the next load of the app reads this source
 (define (install! p source) (display-to-file source (pool-app p) #:exists 'truncate))

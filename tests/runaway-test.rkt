@@ -17,9 +17,8 @@
          racket/list
          rackunit
          "../fastcgi/client.rkt"
-         "integration/lib.rkt")
-
-(define raco (path->string (find-executable-path "raco")))
+         "integration/lib.rkt"
+         "lib/serve.rkt")
 
 ;; The app. /leak: 1 KiB pieces, all kept, up to 1 GiB (a pause each 64 KiB, so that the
 ;; requests beside it have time to come); /leak-write: the same with 64 KiB pieces, each

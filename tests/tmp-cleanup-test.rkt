@@ -12,9 +12,8 @@
          rackunit
          "../fastcgi/client.rkt"
          "../fastcgi/private/signals.rkt"
-         "integration/lib.rkt")
-
-(define raco (path->string (find-executable-path "raco")))
+         "integration/lib.rkt"
+         "lib/serve.rkt")
 
 ;; A counter whose state lives in its continuations; the page names the worker that
 ;; captured them.

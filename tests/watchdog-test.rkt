@@ -4,15 +4,13 @@
 ;; request timeout plus a grace, is killed and replaced; a request queued behind it is
 ;; answered by the new worker. Real `raco fastcgi serve` on a unix socket, requests
 ;; straight to the socket; every wait is bounded.
-(require json
-         racket/file
+(require racket/file
          racket/string
          rackunit
          "../fastcgi/client.rkt"
          "../fastcgi/private/signals.rkt"
-         "integration/lib.rkt")
-
-(define raco (path->string (find-executable-path "raco")))
+         "integration/lib.rkt"
+         "lib/serve.rkt")
 
 ;; /block calls libc's sleep through the FFI without #:blocking?: no Racket thread of the
 ;; worker runs until it returns. Every answer is the worker's pid.
@@ -42,10 +40,7 @@
                                 (list "fastcgi" "serve" app "--listen" (string-append "unix:" sock)
                                       "--pid-file" pid-file "--workers" "1" "--request-timeout" "1")
                                 #:dir dir))
-     (define (board)
-       (or (with-handlers ([exn:fail? (λ (e) #f)])
-             (call-with-input-file (string-append pid-file ".status.json") read-json))
-           (hasheq)))
+     (define (board) (or (read-status-file (pid-file->status-file pid-file)) (hasheq)))
      (dynamic-wind
       void
       (λ ()
@@ -54,9 +49,7 @@
       (λ () (stop-process! mgr #:timeout 10))))))
 
 ;; states : (-> hash) (listof string) -> (listof natural) ; pids of workers in these states
-(define (states board wanted)
-  (for/list ([w (in-list (hash-ref (board) 'workers '()))] #:when (member (hash-ref w 'state) wanted))
-    (hash-ref w 'pid)))
+(define (states board wanted) (board-pids (board) wanted))
 
 ;; request-evt : string string natural -> evt
 ;; A request in a thread of its own; the evt gives (list status body) or the error message.

@@ -21,6 +21,7 @@
          web-server/dispatch
          web-server/http
          web-server/http/bindings
+         "../lib/web-app.rkt"
          "lib.rkt")
 (provide start)
 
@@ -28,16 +29,6 @@
 ;; The app (served by `raco fastcgi serve` and by mod_fcgid's processes).
 
 (define max-download (* 16 1024 1024))
-
-;; text : natural bytes string -> response
-(define (text code message body)
-  (response/full code message (current-seconds) #"text/plain; charset=utf-8" '()
-                 (list (string->bytes/utf-8 body))))
-
-;; binding-value : request symbol -> (or/c string #f)
-(define (binding-value req name)
-  (define b (assq name (request-bindings req)))
-  (and b (string? (cdr b)) (cdr b)))
 
 (define (hello req) (text 200 #"OK" "Hello, World!\n"))
 

@@ -9,15 +9,11 @@
          web-server/http
          web-server/http/bindings
          "../../fastcgi/main.rkt"
+         "../lib/web-app.rkt"
          "lib.rkt")
 
 ;; ---------------------------------------------------------------------------------------
 ;; The apps under test.
-
-;; text : natural bytes string -> response
-(define (text code message body)
-  (response/full code message (current-seconds) #"text/plain; charset=utf-8" '()
-                 (list (string->bytes/utf-8 body))))
 
 (define (hello req)
   (define who (assq 'who (request-bindings req)))

@@ -82,6 +82,7 @@
            racket/file
            racket/os
            rackunit
+           "../lib/netns.rkt"
            "deploy-lib.rkt")
 
   (define geteuid (get-ffi-obj "geteuid" #f (_fun -> _int)))
@@ -129,23 +130,11 @@
                          (not (directory-exists? (format "/proc/~a" (cadr m))))))
           (run-program ip (list "netns" "delete" name)))))
 
-    ;; make-network! : -> void ; as cluster-test.rkt: lb holds bridge br0 at .1, each host
-    ;; a veth whose other end is in lb; no interface of the test's is in the root namespace
+    ;; make-network! : -> void ; lb with bridge br0 at .1, a veth to each host, h4 included
+    ;; (tests/lib/netns.rkt)
     (define (make-network!)
-      (define all (append hosts (list odd-host)))
-      (for ([n (in-list (cons "lb" all))])
-        (ip! "netns" "add" (ns n))
-        (ip! "-n" (ns n) "link" "set" "lo" "up"))
-      (ip! "-n" (ns "lb") "link" "add" "br0" "type" "bridge")
-      (ip! "-n" (ns "lb") "addr" "add" (string-append subnet ".1/24") "dev" "br0")
-      (ip! "-n" (ns "lb") "link" "set" "br0" "up")
-      (for ([h (in-list all)])
-        (define lb-end (string-append "b" h))
-        (ip! "-n" (ns "lb") "link" "add" lb-end "type" "veth" "peer" "name" "eth0" "netns" (ns h))
-        (ip! "-n" (ns "lb") "link" "set" lb-end "master" "br0")
-        (ip! "-n" (ns "lb") "link" "set" lb-end "up")
-        (ip! "-n" (ns h) "addr" "add" (string-append (host-address h) "/24") "dev" "eth0")
-        (ip! "-n" (ns h) "link" "set" "eth0" "up")))
+      (make-bridge-network! #:ip! ip! #:ns ns #:subnet subnet #:hosts (append hosts (list odd-host))
+                            #:host-address host-address))
 
     ;; in-ns : string path-string (listof string) -> (listof string) ; ip's arguments
     (define (in-ns n program args) (list* "netns" "exec" (ns n) (if (path? program) (path->string program) program) args))
@@ -203,10 +192,7 @@
      (λ ()
        (make-network!)
        (test-case "the root namespace has no route into the test's /24"
-         (define-values (c o e) (run-program ip (list "route" "show" (string-append subnet ".0/24"))))
-         (check-equal? o #"")
-         (define-values (c2 o2 e2) (run-program ip (list "-4" "addr" "show")))
-         (check-false (regexp-match? (regexp (regexp-quote (string-append subnet "."))) o2)))
+         (check-root-isolated ip subnet))
        (define stateful-apps
          (for/hash ([h (in-list hosts)])
            (values h (started! (start-app! (string-append "stateful-" h) h stateful-app (stateful-address h) '())))))

@@ -105,6 +105,7 @@
 (module+ test
   (require racket/os
            rackunit
+           "../lib/netns.rkt"
            "deploy-lib.rkt")
 
   (define ip (require-program! "/usr/sbin/ip" "iproute2"))
@@ -133,23 +134,9 @@
       (when (regexp-match? #rx"^fcgiclu[0-9]+-" name)
         (run-program ip (list "netns" "delete" name)))))
 
-  ;; make-network! : -> void
-  ;; lb holds bridge br0 at .1; each host's veth is created in lb with its peer in the
-  ;; host's namespace, so no interface of the test's ever exists in the root namespace.
+  ;; make-network! : -> void ; lb with bridge br0 at .1, a veth to each host (tests/lib/netns.rkt)
   (define (make-network!)
-    (for ([n (in-list (cons "lb" hosts))])
-      (ip! "netns" "add" (ns n))
-      (ip! "-n" (ns n) "link" "set" "lo" "up"))
-    (ip! "-n" (ns "lb") "link" "add" "br0" "type" "bridge")
-    (ip! "-n" (ns "lb") "addr" "add" (string-append subnet ".1/24") "dev" "br0")
-    (ip! "-n" (ns "lb") "link" "set" "br0" "up")
-    (for ([h (in-list hosts)])
-      (define lb-end (string-append "b" h))
-      (ip! "-n" (ns "lb") "link" "add" lb-end "type" "veth" "peer" "name" "eth0" "netns" (ns h))
-      (ip! "-n" (ns "lb") "link" "set" lb-end "master" "br0")
-      (ip! "-n" (ns "lb") "link" "set" lb-end "up")
-      (ip! "-n" (ns h) "addr" "add" (string-append (host-address h) "/24") "dev" "eth0")
-      (ip! "-n" (ns h) "link" "set" "eth0" "up")))
+    (make-bridge-network! #:ip! ip! #:ns ns #:subnet subnet #:hosts hosts #:host-address host-address))
 
   ;; in-ns : string (listof string) -> (listof string) ; ip's arguments to run a program there
   (define (in-ns n program args) (list* "netns" "exec" (ns n) program args))
@@ -210,10 +197,7 @@
      (λ ()
        (make-network!)
        (test-case "the root namespace has no route into the test's /24"
-         (define-values (c o e) (run-program ip (list "route" "show" (string-append subnet ".0/24"))))
-         (check-equal? o #"")
-         (define-values (c2 o2 e2) (run-program ip (list "-4" "addr" "show")))
-         (check-false (regexp-match? (regexp (regexp-quote (string-append subnet "."))) o2)))
+         (check-root-isolated ip subnet))
        (define apps (make-hash (for/list ([h (in-list hosts)]) (cons h (started! (start-host-app dir h))))))
        (define waiter (started! (start-process "wait" ip
                                                (in-ns "lb" (path->string racket-exe)

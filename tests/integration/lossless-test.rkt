@@ -10,14 +10,14 @@
 ;; for drain-timeout. Checked: every answer is the app's own (200), no socket error, and
 ;; the fault really happened (the pool's counters say so).
 (module+ test
-  (require json
-           racket/file
+  (require racket/file
            racket/list
            racket/string
            rackunit
            "../../fastcgi/private/signals.rkt"
            "deploy-lib.rkt"
-           "lib.rkt")
+           "lib.rkt"
+           (only-in "../lib/serve.rkt" pid-file->status-file read-status-file))
 
   (define nginx (require-program! "/usr/sbin/nginx" "nginx"))
   (define haproxy (require-program! "/usr/sbin/haproxy" "haproxy"))
@@ -78,9 +78,7 @@ LUA
               'codes codes))
 
   ;; board : path -> hash ; the pool's scoreboard (next to the pid file)
-  (define (board pid-file)
-    (with-handlers ([exn:fail? (λ (e) (hasheq))])
-      (call-with-input-file (string-append (path->string pid-file) ".status.json") read-json)))
+  (define (board pid-file) (or (read-status-file (pid-file->status-file pid-file)) (hasheq)))
 
   (define (manager-pid pid-file) (string->number (string-trim (file->string pid-file))))
 

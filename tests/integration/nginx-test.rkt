@@ -18,23 +18,13 @@
          "../../fastcgi/main.rkt"
          ;; White box, for one check only: which FastCGI connection carried a request.
          (only-in "../../fastcgi/private/request.rkt" fastcgi-request-conn)
+         "../lib/web-app.rkt"
          "lib.rkt")
 
 ;; ---------------------------------------------------------------------------------------
 ;; The app under test.
 
 (define max-download (* 64 1024 1024))
-
-;; text : natural bytes string [(listof header)] -> response
-(define (text code message body [headers '()])
-  (response/full code message (current-seconds) #"text/plain; charset=utf-8" headers
-                 (list (string->bytes/utf-8 body))))
-
-;; binding-value : request symbol -> (or/c string #f)
-(define (binding-value req name)
-  (define b (assq name (request-bindings req)))
-  (and b (string? (cdr b)) (cdr b)))
-
 
 ;; connection-number : fastcgi-request -> natural
 ;; The first request on a FastCGI connection gives the connection the next number.

@@ -1,0 +1,29 @@
+#lang racket/base
+;; What the tests that start `raco fastcgi serve` share: the raco they start it with, and
+;; the status its manager writes next to its pid file (the status page's source: reading
+;; it sends no request, which would wake or count on a worker).
+(require json)
+(provide raco
+         pid-file->status-file
+         read-status-file
+         board-pids)
+
+;; raco : string ; the raco on PATH
+(define raco (path->string (find-executable-path "raco")))
+
+;; pid-file->status-file : path-string -> string ; PID-FILE.status.json
+(define (pid-file->status-file pid-file)
+  (string-append (if (path? pid-file) (path->string pid-file) pid-file) ".status.json"))
+
+;; read-status-file : path-string -> (or/c jsexpr #f)
+;; The status in the file; #f while there is none or it cannot be read.
+(define (read-status-file file)
+  (with-handlers ([exn:fail? (λ (e) #f)])
+    (call-with-input-file file read-json)))
+
+;; board-pids : (or/c hash #f) (listof string) -> (listof natural)
+;; The pids of the status's workers whose state is one of states, in the status's order.
+(define (board-pids board states)
+  (for/list ([w (in-list (if board (hash-ref board 'workers '()) '()))]
+             #:when (member (hash-ref w 'state #f) states))
+    (hash-ref w 'pid)))

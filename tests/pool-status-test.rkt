@@ -1,0 +1,211 @@
+#lang racket/base
+;; The pool's status page (fastcgi/private/pool-status.rkt), by tables and without
+;; processes: which format a query asks for, its content type, and what each format shows
+;; of a scoreboard (text, JSON, OpenMetrics, HTML); the scoreboard file written and read
+;; back. The page served by a running manager is tested in tests/manager-test.rkt.
+(require json
+         racket/file
+         racket/list
+         racket/string
+         rackunit
+         xml
+         "../fastcgi/private/pool-status.rkt")
+
+;; A pool of two workers, one busy and one starting; some values absent or null.
+(define board
+  (hasheq 'pool "www" 'pm "pm static, 2 workers" 'listen "unix:/run/app.sock" 'master_pid 100
+          'start_time 1700000000 'uptime 12.34 'generation 1 'accepted_connections 5 'requests 7
+          'listen_queue (json-null) 'active_workers 1 'idle_workers 1 'total_workers 2
+          'late_workers 0 'draining_workers 0 'sessions 0 'max_active_workers 2
+          'max_workers_reached 0 'slow_requests 0 'shed_requests 3 'log_dropped 0 'restarts 0
+          'unresponsive_kills 0 'recycled 0 'reloads 0 'reload_failures 0
+          'last_reload_error "app.rkt: boom" 'start_failures 0
+          'workers (list (hasheq 'pid 101 'state "busy" 'generation 1 'requests 4 'active 1
+                                 'connections 1 'sessions 0 'shed 0 'queue_delay 0.25
+                                 'memory 52428800 'uptime 12.0)
+                         (hasheq 'pid 102 'state "starting" 'generation 1 'requests 0 'active 0
+                                 'connections 0 'sessions 0 'shed 0 'memory (json-null)
+                                 'uptime 0.06))))
+
+;; render : hash symbol -> string
+(define (render b fmt) (bytes->string/utf-8 (render-status b fmt)))
+
+(test-case "status-format: the query string -> the format"
+  (for ([row (in-list
+              (list (list #f 'text)
+                    (list #"" 'text)
+                    (list #"full" 'text)
+                    (list #"json" 'json)
+                    (list #"full&json" 'json)
+                    (list #"json=1" 'json)
+                    (list #"openmetrics" 'openmetrics)
+                    (list #"html" 'html)
+                    (list #"html&json" 'json)
+                    (list #"openmetrics&html" 'openmetrics)
+                    (list #"xjson" 'text)
+                    (list #"a=json" 'text)))])
+    (check-equal? (status-format (car row)) (cadr row) (format "~s" (car row)))))
+
+(test-case "status-content-type: the format -> the Content-Type"
+  (for ([row (in-list
+              (list (list 'text #"text/plain; charset=utf-8")
+                    (list 'json #"application/json")
+                    (list 'openmetrics #"application/openmetrics-text; version=1.0.0; charset=utf-8")
+                    (list 'html #"text/html; charset=utf-8")))])
+    (check-equal? (status-content-type (car row)) (cadr row) (format "~a" (car row)))))
+
+(test-case "text: the totals, one a line, then the workers as aligned columns"
+  ;; absent and null values show as -, reals with one decimal
+  (check-equal?
+   (string-split (render board 'text) "\n" #:trim? #f)
+   '("pool:                  www"
+     "process manager:       pm static, 2 workers"
+     "listen:                unix:/run/app.sock"
+     "master pid:            100"
+     "start time:            1700000000"
+     "uptime (s):            12.3"
+     "generation:            1"
+     "accepted connections:  5"
+     "requests:              7"
+     "listen queue:          -"
+     "active workers:        1"
+     "idle workers:          1"
+     "total workers:         2"
+     "late workers:          0"
+     "draining workers:      0"
+     "live sessions:         0"
+     "max active workers:    2"
+     "max workers reached:   0"
+     "slow requests:         0"
+     "shed requests:         3"
+     "log lines dropped:     0"
+     "restarts:              0"
+     "unresponsive kills:    0"
+     "recycled:              0"
+     "reloads:               0"
+     "reload failures:       0"
+     "last reload error:     app.rkt: boom"
+     "start failures:        0"
+     "last start error:      -"
+     ""
+     "pid  state     gen  requests  active  connections  sessions  shed  delay (ms)  memory    uptime (s)"
+     "101  busy      1    4         1       1            0         0     0.2         52428800  12.0"
+     "102  starting  1    0         0       0            0         0     -           -         0.1"
+     ""))
+  ;; the text format is the default
+  (check-equal? (render board 'full) (render board 'text)))
+
+(test-case "JSON: the scoreboard as it is"
+  (for ([b (in-list (list board (hasheq) (hasheq 'pool "p" 'workers '())))])
+    (check-equal? (bytes->jsexpr (render-status b 'json)) b)))
+
+;; rows: what, board -> lines that must be there (in this order), lines that must not
+(define openmetrics-rows
+  (list
+   (list "the pool"
+         board
+         '("# HELP fastcgi_start_time_seconds Unix time the manager started"
+           "# TYPE fastcgi_start_time_seconds gauge"
+           "fastcgi_start_time_seconds{pool=\"www\"} 1700000000"
+           "fastcgi_uptime_seconds{pool=\"www\"} 12.34"
+           "# HELP fastcgi_requests Requests handed to the app by all workers"
+           "# TYPE fastcgi_requests counter"
+           "fastcgi_requests_total{pool=\"www\"} 7"
+           "fastcgi_shed_requests_total{pool=\"www\"} 3"
+           "# TYPE fastcgi_start_failures gauge"
+           "fastcgi_start_failures{pool=\"www\"} 0"
+           "# TYPE fastcgi_worker_requests counter"
+           "fastcgi_worker_requests_total{pool=\"www\",pid=\"101\"} 4"
+           "fastcgi_worker_requests_total{pool=\"www\",pid=\"102\"} 0"
+           "fastcgi_worker_queue_delay_milliseconds{pool=\"www\",pid=\"101\"} 0.25"
+           "fastcgi_worker_memory_bytes{pool=\"www\",pid=\"101\"} 52428800"
+           "# EOF")
+         ;; null or absent: left out; text values have no family
+         (list #rx"listen_queue" #rx"queue_delay_milliseconds{[^}]*pid=\"102\""
+               #rx"memory_bytes{[^}]*pid=\"102\"" #rx"master_pid" #rx"reload_error" #rx"^fastcgi_pool"))
+   (list "a pool name with a quote, a backslash and a newline"
+         (hasheq 'pool "a\"b\\c\nd" 'requests 1)
+         '("fastcgi_requests_total{pool=\"a\\\"b\\\\c\\nd\"} 1" "# EOF")
+         (list #rx"^d\"" #rx"uptime"))
+   (list "no workers: the worker families are announced, with no sample"
+         (hasheq 'pool "p")
+         '("# TYPE fastcgi_worker_requests counter" "# TYPE fastcgi_worker_active gauge"
+           "# TYPE fastcgi_worker_sessions gauge" "# TYPE fastcgi_worker_shed counter"
+           "# TYPE fastcgi_worker_queue_delay_milliseconds gauge"
+           "# TYPE fastcgi_worker_memory_bytes gauge" "# EOF")
+         (list #rx"^fastcgi_.*{"))))
+
+;; in-order? : (listof string) (listof string) -> boolean ; wanted appear in lines, in order
+(define (in-order? wanted lines)
+  (cond
+    [(null? wanted) #t]
+    [(member (car wanted) lines) => (λ (rest) (in-order? (cdr wanted) (cdr rest)))]
+    [else #f]))
+
+(test-case "OpenMetrics: a family per value, _total on counters, absent values left out, # EOF"
+  (for ([row (in-list openmetrics-rows)])
+    (define-values (what b present absent) (apply values row))
+    (define lines (string-split (render b 'openmetrics) "\n"))
+    (check-true (in-order? present lines) (format "~a:\n~a" what (string-join lines "\n")))
+    (for ([rx (in-list absent)])
+      (check-false (for/or ([l (in-list lines)]) (regexp-match? rx l)) (format "~a: ~s" what rx)))
+    (check-equal? (last lines) "# EOF" what)
+    ;; every sample follows the TYPE of its family (counters' samples end in _total)
+    (define families
+      (for/list ([l (in-list lines)] #:when (string-prefix? l "# TYPE "))
+        (string-split (substring l 7))))
+    (for ([l (in-list lines)] #:unless (string-prefix? l "#"))
+      (define name (car (string-split l "{")))
+      (check-not-false (for/or ([f (in-list families)])
+                         (equal? name (if (equal? (cadr f) "counter") (string-append (car f) "_total") (car f))))
+                       (format "~a: ~a has no TYPE" what l)))))
+
+;; rows: what, board -> what the page must contain, what it must not
+(define html-rows
+  (list
+   (list "the pool"
+         board
+         (list #rx"^<!DOCTYPE html>\n<html>"
+               #rx"<meta http-equiv=\"refresh\" content=\"2\""
+               #rx"<title>fastcgi status: www</title>"
+               #rx"<h1>fastcgi pool www</h1>"
+               #rx"<tr><th>requests</th><td>7</td></tr>"
+               #rx"<tr><th>listen queue</th><td>-</td></tr>"
+               #rx"<tr><th>last start error</th><td>-</td></tr>"
+               #rx"<tr class=\"busy\"><td class=\"n\">101</td><td class=\"\">busy</td>"
+               #rx"<td class=\"n\">50.0 MiB</td>"
+               #rx"<tr class=\"starting\"><td class=\"n\">102</td>.*<td class=\"n\">-</td><td class=\"n\">0.1</td></tr>"
+               #rx"<a href=\"\\?json\">JSON</a>")
+         (list #rx"<th>pool</th>"))
+   (list "markup in a value is escaped"
+         (hasheq 'pool "<script>" 'last_reload_error "a & b")
+         (list #rx"<title>fastcgi status: &lt;script&gt;</title>"
+               #rx"<td>a &amp; b</td>")
+         (list #rx"<script>"))))
+
+(test-case "HTML: a page that refreshes itself, the totals, a row per worker, escaped values"
+  (for ([row (in-list html-rows)])
+    (define-values (what b present absent) (apply values row))
+    (define page (render b 'html))
+    (for ([rx (in-list present)])
+      (check-regexp-match rx page))
+    (for ([rx (in-list absent)])
+      (check-false (regexp-match? rx page) (format "~a: ~s" what rx)))
+    ;; well-formed: the page after its DOCTYPE reads back as XML
+    (check-not-exn (λ () (string->xexpr (cadr (regexp-match #rx"^<!DOCTYPE html>\n(.*)$" page)))) what)))
+
+(test-case "the scoreboard file: written whole, read back; absent or not a board: #f"
+  (define dir (make-temporary-directory "fcgi-pool-status-~a"))
+  (define path (path->string (build-path dir "m.pid.status.json")))
+  (define (file-with text) (call-with-output-file path #:exists 'truncate (λ (o) (write-string text o))) path)
+  (dynamic-wind
+   void
+   (λ ()
+     (check-false (read-scoreboard path) "absent")
+     (for ([b (in-list (list board (hasheq) (hasheq 'pool "p" 'workers '())))])
+       (write-scoreboard! path b)
+       (check-equal? (read-scoreboard path) b)
+       (check-false (file-exists? (string-append path ".tmp")) "the temporary file is renamed"))
+     (for ([text (in-list '("" "{\"pool\": " "[1, 2]" "\"board\"" "null"))])
+       (check-false (read-scoreboard (file-with text)) (format "~s" text))))
+   (λ () (delete-directory/files dir))))
