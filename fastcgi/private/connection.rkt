@@ -135,12 +135,10 @@
 
 ;; park! : conn rd -> void ; the loop's reader would wait: it waits in the loop (park)
 (define (park! c st)
-  (start-atomic)
   (owner-step! (conn-owner c) 'park)
-  (define broken? (conn-broken? c))
-  (end-atomic)
-  ;; broken meanwhile: whoever broke it may have looked before it was parked
-  (when broken? (end-connection! c st)))
+  ;; broken meanwhile: whoever broke it (conn-broken!: broken?, then the owner's lose
+  ;; action, which ends a parked one) may have looked before it was parked
+  (when (conn-broken? c) (end-connection! c st)))
 
 ;; start-reader! : conn rd -> thread ; a new thread takes over reading
 (define (start-reader! c st)

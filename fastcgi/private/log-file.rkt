@@ -48,6 +48,14 @@
                        [dropped #:mutable] max-bytes wake delay notice [writer #:mutable]
                        [failed-ms #:mutable] [failures #:mutable]))
 
+;; new-log-file : keyword ... -> log-file ; a log with nothing written yet
+(define (new-log-file #:path [path #f] #:name [name #f] #:out [out #f]
+                      #:size [size initial-size] #:spare? [spare? #t]
+                      #:max-bytes [max-bytes default-max-bytes] #:delay [delay 0]
+                      #:notice [notice #f])
+  (log-file path name out (make-bytes size) 0 (and spare? (make-bytes size)) 0
+            max-bytes (make-semaphore 0) delay notice #f -inf.0 0))
+
 (define flush-bytes 16384)
 (define flush-interval 0.2)
 (define initial-size 32768)
@@ -63,16 +71,15 @@
 ;; open-log-file : (or/c "-" path-string) #:max-bytes natural -> log-file
 ;; Raises exn:fail:filesystem when the file cannot be opened (the caller reports it).
 (define (open-log-file path #:max-bytes [max-bytes default-max-bytes])
-  (start-log (log-file path (if (equal? path "-") "standard output" (format "~a" path))
-                       (open-port path) (make-bytes initial-size) 0 (make-bytes initial-size) 0
-                       max-bytes (make-semaphore 0) flush-interval #f #f -inf.0 0)))
+  (start-log (new-log-file #:path path
+                            #:name (if (equal? path "-") "standard output" (format "~a" path))
+                            #:out (open-port path) #:max-bytes max-bytes #:delay flush-interval)))
 
 ;; open-log-port : output-port #:name string #:notice (or/c #f (symbol string -> bytes))
 ;;                 #:max-bytes natural -> log-file
 ;; A log on a port that stays the caller's, written as soon as there is a line.
 (define (open-log-port out #:name name #:notice [notice #f] #:max-bytes [max-bytes default-max-bytes])
-  (start-log (log-file #f name out (make-bytes initial-size) 0 (make-bytes initial-size) 0
-                       max-bytes (make-semaphore 0) 0 notice #f -inf.0 0)))
+  (start-log (new-log-file #:name name #:out out #:max-bytes max-bytes #:notice notice)))
 
 ;; start-log : log-file -> log-file ; with its writer thread running
 (define (start-log lf)
@@ -353,7 +360,7 @@
 ;; e.g. 2026-11-20T10:04:05.123Z 192.0.2.7 "GET /a?b=1" 200 1432 0.84 12345
 ;; The line log-file-write-access! writes, as bytes (made by the same code).
 (define (access-line ms client method uri status bytes duration pid)
-  (define scratch (log-file #f #f #f (make-bytes 256) 0 #f 0 +inf.0 #f 0 #f #f -inf.0 0))
+  (define scratch (new-log-file #:size 256 #:spare? #f #:max-bytes +inf.0))
   (define head (second-head ms))
   (define c (field client))
   (define m (field method))

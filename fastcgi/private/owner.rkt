@@ -45,7 +45,8 @@
 ;; thread that goes on reading: take-over) and lose (what the connection does once it is
 ;; cut: its live requests are aborted and a parked connection is ended). They are how this
 ;; module, below the connection layer, starts the work that belongs to it.
-(require ffi/unsafe/atomic
+(require (for-syntax racket/base)
+         racket/unsafe/ops
          "poller.rkt")
 (provide make-owner
          owner?
@@ -64,17 +65,25 @@
          owner-inline?
          transitions)
 
-;; The table above, as data: event -> list of (from . to).
-(define transitions
-  (hasheq 'step '((parked . loop))
-          'park '((loop . parked))
-          'own '((parked . thread))
-          'detach '((loop . thread))
-          'inline '((loop . loop-inline) (thread . thread-inline))
-          'return '((loop-inline . loop) (thread-inline . thread))
-          'take-over '((loop-inline . thread) (thread-inline . thread))
-          'end '((parked . ended) (loop . ended) (loop-inline . ended)
-                 (thread . ended) (thread-inline . ended))))
+;; The table above, as data (transitions: event -> list of (from . to)) and as the code
+;; that makes them (next-state: event state -> state or #f), both from this one form.
+(define-syntax-rule (define-transitions table next [event (from to) ...] ...)
+  (begin
+    (define table (hasheq (~@ 'event '((from . to) ...)) ...))
+    (define (next e state)
+      (case e
+        [(event) (case state [(from) 'to] ... [else #f])] ...
+        [else #f]))))
+
+(define-transitions transitions next-state
+  [step (parked loop)]
+  [park (loop parked)]
+  [own (parked thread)]
+  [detach (loop thread)]
+  [inline (loop loop-inline) (thread thread-inline)]
+  [return (loop-inline loop) (thread-inline thread)]
+  [take-over (loop-inline thread) (thread-inline thread)]
+  [end (parked ended) (loop ended) (loop-inline ended) (thread ended) (thread-inline ended)])
 
 ;; state: one of the states above. poller, fd, entry: the event loop and how the connection
 ;; is registered with it (#f: never in a loop). runner: the thread running an inline
@@ -89,14 +98,17 @@
   (owner 'thread p fd entry #f resume lose))
 
 ;; owner-step! : owner symbol -> boolean
-;; Makes the transition for event from the current state, atomically; #f (and no change)
-;; when the table has none from it: another party owns the connection now.
+;; Makes the transition for event from the current state, atomically (a compare-and-set of
+;; the state); #f (and no change) when the table has none from it: another party owns the
+;; connection now.
 (define (owner-step! o event)
-  (start-atomic)
-  (define to (cond [(assq (owner-state o) (hash-ref transitions event)) => cdr] [else #f]))
-  (when to (set-owner-state! o to))
-  (end-atomic)
-  (and to #t))
+  (let retry ()
+    (define from (owner-state o))
+    (define to (next-state event from))
+    (cond
+      [(not to) #f]
+      [(unsafe-struct*-cas! o 0 from to) #t]
+      [else (retry)])))
 
 ;; owner-join-loop! : owner -> boolean
 ;; The connection is registered with the loop and parked (thread -> parked, made here as
@@ -131,31 +143,29 @@
       [else (void)])))
 
 ;; owner-run-inline! : owner -> void ; the reader is about to run a handler itself
+;; (the runner is set first: a take-over reads it once the state says loop-inline)
 (define (owner-run-inline! o)
-  (start-atomic)
   (set-owner-runner! o (current-thread))
   (owner-step! o 'inline)
-  (end-atomic))
+  (void))
 
 ;; owner-return! : owner -> boolean
 ;; The inline handler is done: #t when this thread is still the reader (return), #f when a
 ;; reader thread took over meanwhile (this thread is done with the connection).
-(define (owner-return! o)
-  (start-atomic)
-  (set-owner-runner! o #f)
-  (define still? (owner-step! o 'return))
-  (end-atomic)
-  still?)
+(define (owner-return! o) (owner-step! o 'return))
 
 ;; owner-take-over! : owner -> void
 ;; While a handler runs inline, nothing reads the connection: a new reader thread goes on
 ;; from where the reader stopped (once; a no-op in any other state).
 (define (owner-take-over! o)
-  (start-atomic)
-  (define from (owner-state o))
-  (define go? (owner-step! o 'take-over))
-  (end-atomic)
-  (when go?
+  (define from
+    (let retry ()
+      (define from (owner-state o))
+      (define to (next-state 'take-over from))
+      (cond [(not to) #f]
+            [(unsafe-struct*-cas! o 0 from to) from]
+            [else (retry)])))
+  (when from
     (when (eq? from 'loop-inline)
       (owner-forget! o #f)
       (poller-hand-over! (owner-poller o) (owner-runner o)))

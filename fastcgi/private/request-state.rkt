@@ -27,47 +27,40 @@
 ;; (cons bytes bytes) in arrival order), stdin, data (#f unless Filter), stdout, stderr,
 ;; abort-evt (ready once the request is aborted), peer (the front's address).
 ;; The rest belongs to the connection. The fields after start-ms change as the request
-;; goes; make-request-record gives each its first value.
+;; goes; make-request-record gives each its first value. (No #:auto fields: with them,
+;; Racket CS no longer knows the struct's shape in other modules, and every access from
+;; there becomes a call of a generic accessor.)
 (struct fastcgi-request
   (id role keep-conn? abort-evt peer conn abort-sema start-ms
-      [pv #:auto #:mutable] [stdin-port #:auto #:mutable] [data #:auto #:mutable]
-      [stdout #:auto #:mutable] [stderr-port #:auto #:mutable]
-      [stdin-out #:auto #:mutable]  ; #f (no pipe yet), 'closed (none, and stdin ended) or the port
-      [data-out #:auto #:mutable]
-      [table #:auto #:mutable]      ; hash of params, built on first look-up
-      [state #:auto #:mutable]      ; 'params 'stdin 'data 'running 'done
-      [rejected #:auto #:mutable]   ; #f, or the byte limit the body went over
-      [params-acc #:auto #:mutable] ; list of PARAMS chunks, newest first
-      [params-size #:auto #:mutable]
-      [body-bytes #:auto #:mutable] ; STDIN bytes received so far
-      [data-bytes #:auto #:mutable] ; DATA bytes received so far
-      [buf #:auto #:mutable] [fill #:auto #:mutable] ; stdout buffer; content starts at fill's first value
-      [sent? #:auto #:mutable]      ; some stdout already left
-      [status #:auto #:mutable]     ; status of the answer, for the access log
-      [bytes-out #:auto #:mutable]
-      [handler #:auto #:mutable]    ; the handler's thread, once it runs
-      [broken-ms #:auto #:mutable]  ; when the request timeout broke the handler, or #f
-      [pipes #:auto #:mutable])     ; boxes of the body pipes' reading ends (make-body-pipe)
-  #:auto-value #f
+      [pv #:mutable] [stdin-port #:mutable] [data #:mutable]
+      [stdout #:mutable] [stderr-port #:mutable]
+      [stdin-out #:mutable]  ; #f (no pipe yet), 'closed (none, and stdin ended) or the port
+      [data-out #:mutable]
+      [table #:mutable]      ; hash of params, built on first look-up
+      [state #:mutable]      ; 'params 'stdin 'data 'running 'done
+      [rejected #:mutable]   ; #f, or the byte limit the body went over
+      [params-acc #:mutable] ; list of PARAMS chunks, newest first
+      [params-size #:mutable]
+      [body-bytes #:mutable] ; STDIN bytes received so far
+      [data-bytes #:mutable] ; DATA bytes received so far
+      [buf #:mutable] [fill #:mutable] ; stdout buffer; content starts at fill's first value
+      [sent? #:mutable]      ; some stdout already left
+      [status #:mutable]     ; status of the answer, for the access log
+      [bytes-out #:mutable]
+      [handler #:mutable]    ; the handler's thread, once it runs
+      [broken-ms #:mutable]  ; when the request timeout broke the handler, or #f
+      [pipes #:mutable])     ; boxes of the body pipes' reading ends (make-body-pipe)
   #:constructor-name new-request)
 
 ;; make-request-record : #:id natural #:role symbol #:keep-conn? boolean #:conn conn
 ;;                       #:abort-sema semaphore #:abort-evt evt #:fill natural -> fastcgi-request
 ;; A request in state 'params with nothing received or sent; fill: where the stdout
-;; buffer's content starts (the room for a record header).
+;; buffer's content starts (the room for a record header). The one call of the struct's
+;; positional constructor.
 (define (make-request-record #:id id #:role role #:keep-conn? keep-conn? #:conn c
                              #:abort-sema sema #:abort-evt abort-evt #:fill fill)
-  (define r (new-request id role keep-conn? abort-evt (conn-peer c) c sema (now-ms)))
-  (set-fastcgi-request-pv! r '())
-  (set-fastcgi-request-state! r 'params)
-  (set-fastcgi-request-params-acc! r '())
-  (set-fastcgi-request-params-size! r 0)
-  (set-fastcgi-request-body-bytes! r 0)
-  (set-fastcgi-request-data-bytes! r 0)
-  (set-fastcgi-request-fill! r fill)
-  (set-fastcgi-request-bytes-out! r 0)
-  (set-fastcgi-request-pipes! r '())
-  r)
+  (new-request id role keep-conn? abort-evt (conn-peer c) c sema (now-ms)
+               '() #f #f #f #f #f #f #f 'params #f '() 0 0 0 #f fill #f #f 0 #f #f '()))
 
 ;; request-input-done? : request -> boolean ; all the request's input streams have ended
 (define (request-input-done? r)

@@ -97,8 +97,12 @@
     (for ([t (in-list (due-tasks (timer-tasks tm) now))])
       (run-task! tm t now))
     (define next (next-due (timer-tasks tm)))
-    (when (eq? 'wake (sync (wrap-evt (timer-wake tm) (λ (_) 'wake))
-                           (if (eqv? next +inf.0) never-evt (alarm-at-evt next))))
+    ;; sync/timeout, not an alarm-evt beside the semaphore: a thread blocked on a
+    ;; semaphore with a timeout is parked by Racket's scheduler, where one syncing on a
+    ;; choice with an alarm costs every other thread's turns something (bench/OPTIMISATIONS.md,
+    ;; the one timer); sync/timeout's timeout is not moved by a wall-clock step
+    (when (sync/timeout (and (< next +inf.0) (max 0.0 (/ (- next (now-ms)) 1000.0)))
+                        (timer-wake tm))
       (wake-sleepers! tm))
     (loop)))
 
