@@ -104,7 +104,7 @@
 
 (test-case "take-over: resume runs once; the handler's thread then is no longer the reader"
   (define resumed 0)
-  (define o (make-owner #:resume (λ () (set! resumed (add1 resumed)))))
+  (define o (make-owner #:resume (λ (_) (set! resumed (add1 resumed)))))
   (owner-run-inline! o)
   (owner-take-over! o)
   (check-equal? resumed 1)
@@ -116,7 +116,7 @@
 
 (test-case "take-over outside an inline handler does nothing"
   (define resumed 0)
-  (define o (make-owner #:resume (λ () (set! resumed (add1 resumed)))))
+  (define o (make-owner #:resume (λ (_) (set! resumed (add1 resumed)))))
   (owner-take-over! o)
   (check-equal? resumed 0)
   (check-equal? (owner-state o) 'thread))
@@ -130,7 +130,7 @@
 
 (test-case "before-block without a loop, and lost: the actions given at creation"
   (define lost 0)
-  (define o (make-owner #:resume void #:lose (λ () (set! lost (add1 lost)))))
+  (define o (make-owner #:resume void #:lose (λ (_) (set! lost (add1 lost)))))
   (owner-before-block! o)
   (check-equal? (owner-state o) 'thread "a thread of its own may block")
   (owner-lost! o)

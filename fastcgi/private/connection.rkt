@@ -83,19 +83,22 @@
     (set-rd-served! st 1))
   (define loop? (and p (conn-fd c) (not (limits-max-queue-delay lim))))
   (define o (make-owner #:poller (and loop? p) #:fd (conn-fd c) #:entry c
-                        #:resume (λ () (start-reader! c st))
-                        #:lose (λ () (connection-lost! c st))))
+                        #:resume resume-reading! #:lose connection-lost!))
   (set-conn-reader! c st)
   (set-conn-owner! c o)
   (unless (and loop? (owner-join-loop! o))
     (if loop? (start-reader! c st) (run-reader c st))))
 
-;; connection-lost! : conn rd -> void
+;; connection-lost! : conn -> void
 ;; The connection was cut (conn-broken!): every live request learns it; nobody is in the
-;; reader of a parked connection to see it end, so this ends it.
-(define (connection-lost! c st)
+;; reader of a parked connection to see it end, so this ends it. (Its owner's lose action.)
+(define (connection-lost! c)
   (abort-all! c)
-  (when (owner-parked? (conn-owner c)) (end-connection! c st)))
+  (when (owner-parked? (conn-owner c)) (end-connection! c (conn-reader c))))
+
+;; resume-reading! : conn -> void ; a new thread reads on (its owner's resume action)
+(define (resume-reading! c)
+  (start-reader! c (conn-reader c)))
 
 ;; loop-step! : conn -> void ; the loop's step for a readable connection (server.rkt)
 (define (loop-step! c)

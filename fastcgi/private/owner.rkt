@@ -43,8 +43,10 @@
 ;;
 ;; Two actions are given once, when the owner is made, and never changed: resume (a new
 ;; thread that goes on reading: take-over) and lose (what the connection does once it is
-;; cut: its live requests are aborted and a parked connection is ended). They are how this
-;; module, below the connection layer, starts the work that belongs to it.
+;; cut: its live requests are aborted and a parked connection is ended), each applied to
+;; the owner's entry (the connection). They are how this module, below the connection
+;; layer, starts the work that belongs to it; the connection layer gives the same two
+;; procedures to every owner.
 (require (for-syntax racket/base)
          racket/unsafe/ops
          "poller.rkt")
@@ -91,7 +93,7 @@
 (struct owner ([state #:mutable] poller fd entry [runner #:mutable] resume lose))
 
 ;; make-owner : #:poller (or/c poller #f) #:fd (or/c natural #f) #:entry any
-;;              #:resume (-> any) #:lose (-> any) -> owner
+;;              #:resume (any -> any) #:lose (any -> any) -> owner
 ;; A new owner is a thread (the caller's, reading); owner-join-loop! parks it in the loop.
 (define (make-owner #:poller [p #f] #:fd [fd #f] #:entry [entry #f]
                     #:resume resume #:lose [lose void])
@@ -169,13 +171,13 @@
     (when (eq? from 'loop-inline)
       (owner-forget! o #f)
       (poller-hand-over! (owner-poller o) (owner-runner o)))
-    ((owner-resume o))))
+    ((owner-resume o) (owner-entry o))))
 
 ;; owner-end! : owner -> boolean ; #t the first time (whoever gets it handles the end)
 (define (owner-end! o) (owner-step! o 'end))
 
 ;; owner-lost! : owner -> void ; the connection was cut: the lose action
-(define (owner-lost! o) ((owner-lose o)))
+(define (owner-lost! o) ((owner-lose o) (owner-entry o)))
 
 ;; owner-loop? : owner -> boolean ; read by the event loop (in its epoll set)
 (define (owner-loop? o) (and (memq (owner-state o) '(parked loop loop-inline)) #t))
