@@ -5,7 +5,7 @@
 ;; log line, in process and in a child's stderr.
 ;;
 ;; Covered elsewhere, not repeated here:
-;;   allowed-clients parsing table      tests/transport-test.rkt ("allowed clients")
+;;   allowed-clients parsing table      tests/allowed-clients-test.rkt ("allowed clients")
 ;;   socket modes and the live-socket   tests/transport-test.rkt ("unix listener: ...")
 ;;     refusal at the listener level
 ;;   params and body caps (431, 413)    tests/connection-limits-test.rkt, with

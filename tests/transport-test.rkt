@@ -1,6 +1,6 @@
 #lang racket/base
 ;; Listeners on real sockets: unix paths in a temp dir, TCP on 127.0.0.1 and ::1 port 0,
-;; inherited fds in child processes, and the allowed-clients table.
+;; inherited fds in child processes.
 (require compiler/find-exe
          ffi/unsafe
          ffi/unsafe/port
@@ -61,30 +61,6 @@
 (define (exists? p)
   (with-handlers ([exn:fail:filesystem? (lambda (e) #f)])
     (and (file-or-directory-stat p #t) #t)))
-
-(test-case "parse-listen-address: good forms round-trip"
-  (for ([(in expected) (in-hash (hash "unix:/tmp/x.sock" "unix:/tmp/x.sock"
-                                      "unix:rel/x.sock" "unix:rel/x.sock"
-                                      "127.0.0.1:9000" "127.0.0.1:9000"
-                                      "localhost:9000" "localhost:9000"
-                                      "[::1]:9000" "[::1]:9000"
-                                      "*:9000" "*:9000"
-                                      ":9000" "*:9000"
-                                      "0.0.0.0:0" "0.0.0.0:0"
-                                      "fd:0" "fd:0"))])
-    (define spec (parse-listen-address in))
-    (check-true (listen-spec? spec))
-    (check-equal? (listen-spec->string spec) expected in)
-    (check-equal? (parse-listen-address (listen-spec->string spec)) spec in)))
-
-(test-case "parse-listen-address: bad forms raise naming the input"
-  (for ([in (list "" "foo" "1.2.3.4:99999" "unix:" "[::1]" "fd:x" "foo:80" "::1:80"
-                  "[1.2.3.4]:80" "1.2.3.4:" "1.2.3.4:-1" "unix:a\0b"
-                  (string-append "unix:/" (make-string 200 #\a)))])
-    (check-exn (lambda (e) (and (exn:fail:fastcgi:transport? e)
-                                (string-contains? (exn-message e) (format "~s" in))))
-               (lambda () (parse-listen-address in))
-               in)))
 
 (test-case "unix listener: mode, round trip, peer, close removes the file"
   (define path (tmp "a.sock"))
@@ -396,37 +372,6 @@
                                      (find-exe) (shell-quote child-program)))
                 "ok inherited fd:3 #f")
   (listener-close! l))
-
-(test-case "allowed clients"
-  (define table
-    '(("127.0.0.1" ("127.0.0.1") ("127.0.0.2" "::1"))
-      ("127.0.0.0/8" ("127.9.9.9" "127.0.0.1") ("128.0.0.1" "::1"))
-      ("::1" ("::1") ("127.0.0.1" "::2"))
-      ("::1/128, 10.0.0.1" ("::1" "10.0.0.1") ("10.0.0.2"))
-      ("::ffff:127.0.0.1" ("127.0.0.1") ("127.0.0.2"))
-      ("::ffff:10.0.0.0/104" ("10.1.2.3") ("11.0.0.1"))
-      ("2001:db8::/32" ("2001:db8::5") ("2001:db9::1" "1.2.3.4"))
-      ("10.0.0.0/9 garbage" ("10.127.0.1") ("10.128.0.1" "garbage"))
-      ("garbage, ,," () ("127.0.0.1" "::1" "0.0.0.0"))
-      ("1.2.3.4/33" () ("1.2.3.4"))
-      ("" () ("127.0.0.1" "::1"))))
-  (for ([row (in-list table)])
-    (define a (parse-allowed-clients (car row)))
-    (check-true (client-allowed? a "unix") (car row))
-    (for ([peer (in-list (cadr row))])
-      (check-true (client-allowed? a peer) (format "~s allows ~a" (car row) peer)))
-    (for ([peer (in-list (caddr row))])
-      (check-false (client-allowed? a peer) (format "~s denies ~a" (car row) peer)))))
-
-(test-case "allowed clients: invalid entries and an empty result are logged"
-  (define receiver (make-log-receiver fastcgi-logger 'warning 'fastcgi))
-  (parse-allowed-clients "garbage, ,,")
-  (define messages
-    (let loop ([acc '()])
-      (define v (sync/timeout 0.5 receiver))
-      (if v (loop (cons (vector-ref v 1) acc)) (reverse acc))))
-  (check-true (for/or ([m messages]) (regexp-match? #rx"invalid entry \"garbage\"" m)))
-  (check-true (for/or ([m messages]) (regexp-match? #rx"every TCP client is denied" m))))
 
 (test-case "listener-for: an address opened with its listener-options, a listener as is"
   (define path (tmp "for.sock"))
