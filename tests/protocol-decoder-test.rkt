@@ -1,7 +1,8 @@
 #lang racket/base
 ;; fastcgi/private/protocol-decoder.rkt: a stream of records (written by protocol-record.rkt)
 ;; cut into records, whole, in pieces and in random chunks.
-(require racket/list
+(require "lib/protocol-bytes.rkt"
+         racket/list
          rackunit
          "../fastcgi/private/protocol-decoder.rkt"
          "../fastcgi/private/protocol-record.rkt")
@@ -16,14 +17,6 @@
 (define (drain! d acc)
   (define r (decoder-next! d))
   (if r (drain! d (cons r acc)) (reverse acc)))
-
-;; stream-bytes : (output-port -> any) -> bytes
-(define (stream-bytes write!)
-  (define out (open-output-bytes))
-  (write! out)
-  (get-output-bytes out))
-
-(define (protocol-error? e) (exn:fail:fastcgi:protocol? e))
 
 (test-case "records: content 65535 with padding 255, then the next record"
   (define content (apply bytes (for/list ([i 65535]) (modulo i 251))))

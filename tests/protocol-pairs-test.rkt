@@ -2,12 +2,11 @@
 ;; fastcgi/private/protocol-pairs.rkt, the name-value pairs (PARAMS): byte-vector tables in
 ;; the style of Go's net/http/fcgi fcgi_test.go, hostile pair lengths, and parse-params,
 ;; check-params and params-ref against the plain way.
-(require racket/list
+(require "lib/protocol-bytes.rkt"
+         racket/list
          rackunit
          (only-in "../fastcgi/private/protocol-record.rkt" exn:fail:fastcgi:protocol?)
          "../fastcgi/private/protocol-pairs.rkt")
-
-(define (protocol-error? e) (exn:fail:fastcgi:protocol? e))
 
 ;; -- name-value pairs ---------------------------------------------------------------------
 (define name127 (make-bytes 127 (char->integer #\n)))

@@ -1,17 +1,10 @@
 #lang racket/base
 ;; fastcgi/private/protocol-record.rkt: exact record headers, padding, records written to a
 ;; port, and BEGIN_REQUEST content both ways.
-(require racket/list
+(require "lib/protocol-bytes.rkt"
+         racket/list
          rackunit
          "../fastcgi/private/protocol-record.rkt")
-
-;; stream-bytes : (output-port -> any) -> bytes
-(define (stream-bytes write!)
-  (define out (open-output-bytes))
-  (write! out)
-  (get-output-bytes out))
-
-(define (protocol-error? e) (exn:fail:fastcgi:protocol? e))
 
 (test-case "records: exact header bytes and padding"
   (for ([row (in-list

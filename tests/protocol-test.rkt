@@ -2,10 +2,9 @@
 ;; The codec's facade (fastcgi/private/protocol.rkt) as a whole: management answers, whose
 ;; records carry encoded pairs. Each codec module has its own test file, named after it:
 ;; protocol-record-test, protocol-pairs-test, protocol-decoder-test, fast-bytes-test.
-(require rackunit
+(require "lib/protocol-bytes.rkt"
+         rackunit
          "../fastcgi/private/protocol.rkt")
-
-(define (protocol-error? e) (exn:fail:fastcgi:protocol? e))
 
 (test-case "management answers: exact GET_VALUES_RESULT, UNKNOWN_TYPE, END_REQUEST bytes"
   (check-equal? (record->bytes 'get-values-result 0
