@@ -31,7 +31,6 @@
           [next-due (-> (listof task?) real?)]
           [due-tasks (-> (listof task?) real? (listof task?))])
          task?
-         task-due
          (rename-out [make-task* make-task]))
 
 ;; period: ms, or #f for a one-shot; action: -> any (a quiet task's: -> boolean, busy?);
