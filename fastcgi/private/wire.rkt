@@ -40,7 +40,7 @@
                 stats           ; mutable hasheq: symbol -> count, for status pages and tests
                 [closing? #:mutable] ; graceful stop under way: no new requests
                 observer
-                request-cost    ; box: flonum, recent CPU ms per request (watch-queue-delay)
+                request-cost    ; box: flonum, recent CPU ms per request (queue-delay-estimator)
                 notes           ; hasheq: kind -> vector, for log lines a peer can make
                                 ; many of (log-limit.rkt)
                 handler-group   ; thread group of every handler thread (see serve-connection)
