@@ -5,7 +5,7 @@ RACO   ?= raco
 RACKET ?= racket
 PORT   ?= 8080
 SUDO   := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
-APT_PACKAGES := nginx libsqlite3-0 libfcgi-bin php8.2-fpm curl apache2 libapache2-mod-fcgid gcc make lighttpd haproxy iproute2 systemd wrk golang-go faketime
+APT_PACKAGES := nginx libsqlite3-0 libfcgi-bin php8.2-fpm curl apache2 libapache2-mod-fcgid gcc make lighttpd haproxy iproute2 systemd wrk golang-go faketime prometheus
 
 .PHONY: run install racket-deps test-deps test docs clean fuzz
 
@@ -25,7 +25,7 @@ install: racket-deps
 	@if $(RACO) pkg show -l fastcgi 2>/dev/null | grep -qF '(link "$(CURDIR)/fastcgi/")'; then :; else \
 	  if $(RACO) pkg show -l fastcgi 2>/dev/null | grep -q '^ *fastcgi '; then $(RACO) pkg remove --force fastcgi; fi; \
 	  $(RACO) pkg install --batch --deps fail --no-docs --link --name fastcgi "$(CURDIR)/fastcgi"; fi
-	$(RACO) make -v fastcgi/private/raco.rkt fastcgi/private/dev.rkt fastcgi/private/worker-main.rkt fastcgi/private/worker.rkt fastcgi/private/web.rkt fastcgi/main.rkt fastcgi/client.rkt
+	$(RACO) make -v fastcgi/*.rkt fastcgi/private/*.rkt
 
 test-deps:
 	@missing=""; for p in $(APT_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
@@ -52,12 +52,14 @@ fuzz: install
 # The side-by-side benchmark (bench/README.md): `make bench` runs every scenario (about 15
 # minutes; run it on a quiet machine), `make bench-quick` the hello-world rows (under 2
 # minutes); both write bench/RESULTS.md (the latest run), bench/RESULTS-commands.md and
-# bench/results.png. `make bench-profile` writes
+# bench/results.png; `make bench`'s memory scenario (PSS per process) is bench/memory.rkt,
+# which `racket bench/memory.rkt` runs alone (under a minute). `make bench-profile` writes
 # bench/PROFILE.md (system calls per request, Racket's sampler). BENCH_DURATION,
 # BENCH_WARMUP and BENCH_ONLY tune a run.
 BENCH_APT_PACKAGES := nginx php8.2-fpm curl wrk haproxy golang-go gcc strace
 BENCH_SOURCES := bench/run.rkt bench/profile.rkt bench/naive.rkt bench/web-server-hello.rkt \
-  bench/hold-conns.rkt bench/apps/bench-raw.rkt examples/hello.rkt examples/hello-raw.rkt
+  bench/hold-conns.rkt bench/apps/bench-raw.rkt bench/memory.rkt bench/apps/idle-base.rkt \
+  examples/hello.rkt examples/hello-raw.rkt
 .PHONY: bench bench-quick bench-profile bench-deps
 bench-deps: install
 	@missing=""; for p in $(BENCH_APT_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \

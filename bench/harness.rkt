@@ -38,6 +38,9 @@
          ours
          build-c!
          build-pace!
+         c-peer
+         write-php-files!
+         php-peer
          start-nginx!)
 
 (define-runtime-path bench-dir ".")
@@ -184,6 +187,27 @@
 
 ;; build-c! : path -> path ; the C responder, compiled into dir
 (define (build-c! dir) (compile-c! dir "responder" "c-responder" "responder.c"))
+
+;; c-peer : path string -> peer ; the C responder built in dir, on address
+(define (c-peer dir address)
+  (peer "c-responder" (path->string (build-path dir "responder")) (list address) (list address)))
+
+;; write-php-files! : path string -> string
+;; dir/php/hello.php (the php-fpm peer's hello world; nginx's SCRIPT_FILENAME) and
+;; dir/php-fpm.conf, a pool on the unix socket path; returns the configuration's text.
+(define (write-php-files! dir socket)
+  (make-directory* (build-path dir "php"))
+  (call-with-output-file (build-path dir "php" "hello.php") #:exists 'truncate
+    (λ (o) (write-string "<?php\nheader('Content-Type: text/plain');\necho \"Hello, World!\\n\";\n" o)))
+  (define conf (php-fpm-conf dir socket))
+  (call-with-output-file (build-path dir "php-fpm.conf") #:exists 'truncate
+    (λ (o) (write-string conf o)))
+  conf)
+
+;; php-peer : path string -> peer ; php-fpm with dir/php-fpm.conf (write-php-files!), on address
+(define (php-peer dir address)
+  (peer "php-fpm" php-fpm (list "-F" "-R" "-y" (path->string (build-path dir "php-fpm.conf")))
+        (list address)))
 
 ;; build-pace! : path -> path ; the paced load client (bench/pace/pace.c), compiled into dir
 (define (build-pace! dir) (compile-c! dir "pace" "pace" "pace.c"))

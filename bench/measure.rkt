@@ -16,6 +16,8 @@
          parse-pace
          tree-pids
          tree-memory-kb
+         parse-pss
+         pss-kb
          reset-tree-peaks!
          tree-socket-count)
 
@@ -129,6 +131,18 @@
     (with-handlers ([exn:fail? (λ (e) (values hwm rss))])
       (values (+ hwm (status-memory-kb pid 'VmHWM)) (+ rss (status-memory-kb pid 'VmRSS))))))
 
+;; parse-pss : string -> natural
+;; The Pss: line of /proc/PID/smaps_rollup in KiB: the process's resident pages, each
+;; shared page divided by the number of processes that map it (RSS counts it in each).
+(define (parse-pss text)
+  (define m (regexp-match #px"(?m:^Pss:\\s+([0-9]+) kB$)" text))
+  (unless m (error 'bench "no Pss: line in smaps_rollup: ~s" (substring text 0 (min 200 (string-length text)))))
+  (string->number (cadr m)))
+
+;; pss-kb : natural -> natural ; a live process's PSS in KiB (Linux 4.14+)
+(define (pss-kb pid)
+  (parse-pss (file->string (format "/proc/~a/smaps_rollup" pid))))
+
 ;; reset-tree-peaks! : natural -> void ; VmHWM back to VmRSS for each process of the tree
 (define (reset-tree-peaks! root)
   (for ([pid (in-list (tree-pids root))])
@@ -170,6 +184,10 @@ END
   (check-equal? (parse-pace 20000 "due 100000 answered 99990 errors 10 rate 19998 p50 0.152 p90 0.213 p99 0.570 p999 2.111 max 4.457\n")
                 (paced 20000 100000 99990 10 19998 0.152 0.213 0.570 2.111 4.457))
   (check-exn #rx"no result line" (λ () (parse-pace 1 "pace: connect: refused\n")))
+  (check-equal? (parse-pss "55d0-7ffd ---p 00000000 00:00 0  [rollup]\nRss:  99636 kB\nPss:  96619 kB\nPss_Dirty:  72636 kB\n")
+                96619)
+  (check-exn #rx"no Pss: line" (λ () (parse-pss "Rss: 1 kB\nPss_Anon: 2 kB\n")))
+  (check-true (> (pss-kb (getpid)) 1000))
   (check-equal? (car (tree-pids (getpid))) (getpid))
   (define-values (hwm rss) (tree-memory-kb (getpid)))
   (check-true (>= hwm rss 1000)))

@@ -41,11 +41,12 @@
 ;; A run: when and where, the mode ("full" or "quick"), wrk's duration and warm-up, the
 ;; number of rounds of the hello-world rows, the
 ;; tables (hello25 hello100 large cpu: rows; upload: upload-rows; many: many-results;
-;; latency: pace-rows; relay: rows; any of them '() when not run), whether --workers existed, the
+;; latency: pace-rows; relay: rows; any of them '() when not run), the memory section's
+;; markdown (bench/memory.rkt) or #f when not run, whether --workers existed, the
 ;; commands run (a list of strings), the configuration files (an alist of title and
 ;; text), the versions (an alist), and the trampoline section's text or #f.
 (struct outcome (date cores mode duration warmup rounds
-                 hello25 hello100 large upload cpu many latency relay
+                 hello25 hello100 large upload cpu many latency relay memory
                  workers? commands configs versions trampoline)
   #:transparent)
 
@@ -359,6 +360,8 @@
                              (number->string (paced-errors p)))
                        (list "-" "-" "-" "-" "-" "-" "-" "-"))
                    (list (pace-row-note r)))))))
+  (when (outcome-memory o)
+    (say "\n" (outcome-memory o)))
   (when (outcome-trampoline o)
     (say "\n<!-- bench/trampoline-results.md, included verbatim -->\n\n" (outcome-trampoline o) "\n"))
   (say "\n## Versions\n\n"
@@ -488,7 +491,7 @@
     (outcome "2026-11-25T19:26:08" 2 "full" 5 2 3
              (list (r 'c-unix-keep 27658) (r 'php-keep 12775) (r 'ours-raw-keep 20142)
                    (r 'ours-servlet-keep 16471))
-             '() '() '() '() '() '() '() #t '("wrk -t1 -c25 URL")
+             '() '() '() '() '() '() '() "## Memory per process (PSS)\n\n| a | b |\n" #t '("wrk -t1 -c25 URL")
              (list (cons "nginx.conf" "events { worker_connections 7; }\n"))
              (list (cons "fastcgi" "a033f0e") (cons "Racket" "8.7")) #f))
   (define dir (make-temporary-file "report-test-~a" 'directory))
@@ -503,6 +506,7 @@
   (check-true (regexp-match? #rx"ours raw 1.58 x \\(20,142 / 12,775\\)" text))
   (check-true (regexp-match? #rx"the C responder itself 2.17 x \\(27,658 / 12,775\\)" text))
   (check-false (regexp-match? #rx"OPTIMISATIONS.md, included" text))
+  (check-true (regexp-match? #rx"\n## Memory per process \\(PSS\\)\n\n\\| a \\| b \\|\n\n## Versions" text))
   (check-false (regexp-match? #rx"## Commands|worker_connections" text))
   (check-true (regexp-match? #rx"\n## Versions\n" text))
   (check-true (regexp-match? #rx"```\nwrk -t1 -c25 URL\n```" ctext))

@@ -22,6 +22,7 @@
          "configs.rkt"
          "harness.rkt"
          "measure.rkt"
+         "memory.rkt"
          "report.rkt")
 
 (define MiB (* 1024 1024))
@@ -49,7 +50,8 @@
   (let ([v (getenv "BENCH_ONLY")])
     (and v (map string->symbol (string-split v ",")))))
 
-;; selected? : symbol -> boolean ; a hello row's key, or large, upload, cpu, many, latency
+;; selected? : symbol -> boolean ; a hello row's key, or large, upload, cpu, many, latency,
+;; relay, memory
 (define (selected? name)
   (or (not only) (and (memq name only) #t)))
 
@@ -148,11 +150,8 @@
                                  (cons "GOPATH" (path->string (build-path dir "gopath")))))))
     (unless (eqv? st 0) (error 'bench "go build failed:\n~a" err))))
 
-;; write-files! : path -> void ; hello.php and the static files nginx serves
+;; write-files! : path -> void ; the static files nginx serves
 (define (write-files! dir)
-  (make-directory* (build-path dir "php"))
-  (call-with-output-file (build-path dir "php" "hello.php")
-    (λ (o) (write-string "<?php\nheader('Content-Type: text/plain');\necho \"Hello, World!\\n\";\n" o)))
   (make-directory* (build-path dir "static"))
   (for ([name '("1m" "16m")] [n (list MiB (* 16 MiB))])
     (call-with-output-file (build-path dir "static" name)
@@ -228,10 +227,6 @@
       (front (car f) port (cadr f) (caddr f) (cadddr f))))
   (for/hash ([f (in-list fronts)]) (values (front-name f) f)))
 
-;; c-peer : path string -> peer ; the C responder built in dir, on address
-(define (c-peer dir address)
-  (peer "c-responder" (path->string (build-path dir "responder")) (list address) (list address)))
-
 (define hello-raw "examples/hello-raw.rkt")
 (define hello-servlet "examples/hello.rkt")
 (define bench-raw "bench/apps/bench-raw.rkt")
@@ -248,9 +243,7 @@
 ;; all-hello-specs : path addrs -> (listof spec)
 (define (all-hello-specs dir a)
   (define workers? (features-workers? (current-features)))
-  (define php (peer "php-fpm" php-fpm
-                    (list "-F" "-R" "-y" (path->string (build-path dir "php-fpm.conf")))
-                    (list (addrs-php a))))
+  (define php (php-peer dir (addrs-php a)))
   (define no-workers (and (not workers?) "not available: raco fastcgi serve has no --workers yet"))
   (define (hello key label front peers [unavailable #f])
     (spec key label front peers "/" hello-body unavailable))
@@ -568,8 +561,7 @@
                       (format "127.0.0.1:~a" (list-ref ports 19))
                       (list-ref ports 20)))
      (define fronts (make-fronts a dir (take ports 18)))
-     (define php-conf (php-fpm-conf dir (strip-unix (addrs-php a))))
-     (call-with-output-file (build-path dir "php-fpm.conf") (λ (o) (write-string php-conf o)))
+     (define php-conf (write-php-files! dir (strip-unix (addrs-php a))))
      (define nginx-proc (start-nginx! dir fronts))
      (dynamic-wind
       void
@@ -599,10 +591,14 @@
               '()))
         (define latency (if (scenario? 'latency) (latency-rows dir fronts a (at 0) pace-exe) '()))
         (define relay (if (scenario? 'relay) (relay-rows dir fronts a) '()))
+        (define memory (and (scenario? 'memory)
+                            (memory-markdown (memory-rows dir #:c-address (addrs-c-unix a)
+                                                          #:php-address (addrs-php a)
+                                                          #:ours-address (addrs-ours a)))))
         (define trampoline (build-path bench-dir "trampoline-results.md"))
         (outcome (parameterize ([date-display-format 'iso-8601]) (date->string (current-date) #t))
                  (processor-count) (if (quick?) "quick" "full") (duration) (warmup) (rounds)
-                 (at 0) (at 1) large upload cpu many latency relay
+                 (at 0) (at 1) large upload cpu many latency relay memory
                  (features-workers? (current-features)) (logged-commands)
                  (append
                   (list (cons "nginx.conf" (file->string (build-path dir "nginx.conf")))

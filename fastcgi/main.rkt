@@ -1,8 +1,8 @@
 #lang racket/base
 ;; The public face of `fastcgi`: serve a web-server servlet or a raw handler over FastCGI.
 ;; Contracts live here, at the boundary; nothing below checks them again per request.
-(require racket/contract
-         racket/lazy-require
+(require racket/contract/base
+         "private/lazy.rkt"
          racket/runtime-path
          (for-syntax racket/base)
          (only-in "private/app.rkt" default-servlet-settings servlet-settings-timeout
@@ -19,11 +19,11 @@
 ;; application, which never uses it, runs without web-server in memory (web-server and
 ;; what it pulls in are a large share of a process's resident memory: see
 ;; bench/OPTIMISATIONS.md, web-server loads only for a servlet).
-(lazy-require ["private/web.rkt" (servlet->handler authorized)]
-              ["private/servlet.rkt" (start->servlet loaded-servlet-run)])
+(define-lazy "private/web.rkt" servlet->handler authorized)
+(define-lazy "private/servlet.rkt" start->servlet loaded-servlet-run)
 
 ;; request? and response?, for serve/fastcgi's contract on the servlet, which checks both
-;; on every request: loaded on the first check, then called directly (a lazy-require
+;; on every request: loaded on the first check, then called directly (a define-lazy
 ;; wrapper costs many times the predicate itself on every call).
 (define-runtime-module-path-index request-structs 'web-server/http/request-structs)
 (define-runtime-module-path-index response-structs 'web-server/http/response-structs)
@@ -36,9 +36,9 @@
   (unless response-pred (set! response-pred (web-server-export response-structs 'response?)))
   (response-pred v))
 
-;; web-server-export : module-path-index symbol -> any ; loaded in this module's namespace
+;; web-server-export : module-path-index symbol -> any ; loaded in this module's registry
 (define (web-server-export mpi sym)
-  (parameterize ([current-namespace (variable-reference->namespace (#%variable-reference))])
+  (parameterize ([current-namespace (variable-reference->empty-namespace (#%variable-reference))])
     (dynamic-require mpi sym)))
 
 (define stop/c (->* () (#:timeout (>=/c 0)) void?))

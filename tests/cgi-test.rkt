@@ -2,6 +2,7 @@
 ;; fastcgi/private/cgi.rkt, by tables: reason phrases, heads and status pages, refusal
 ;; reasons, CONTENT_LENGTH, and the status of a CGI head (against two regexps). No process.
 (require rackunit
+         (only-in web-server/http/status-code message-for-status-code)
          "../fastcgi/private/cgi.rkt")
 
 (test-case "status-reason: web-server's phrases, RFC 9110's 413, RFC 6585's 431"
@@ -10,6 +11,10 @@
                         (500 "Internal Server Error") (502 "Bad Gateway")
                         (503 "Service Unavailable") (504 "Gateway Timeout") (299 "Status")))])
     (check-equal? (status-reason (car row)) (cadr row) (format "~a" (car row)))))
+
+(test-case "status-reason: web-server's own table, code by code (cgi.rkt holds a copy)"
+  (for ([code (in-range 100 600)] #:unless (memv code '(413 431)))
+    (check-equal? (status-reason code) (or (message-for-status-code code) "Status") (format "~a" code))))
 
 (test-case "cgi-head: Status, Content-Type, extra lines in order, Content-Length, empty line"
   (for ([row (in-list

@@ -1,6 +1,7 @@
 #lang racket/base
 ;; `raco fastcgi serve` as a process: listening forms (unix, TCP, inherited fd 0, systemd),
-;; graceful stop on SIGTERM with a request in flight, and clear errors for bad input.
+;; graceful stop on SIGTERM with a request in flight, and clear errors for bad input
+;; (`raco fastcgi request --abort-after`: request-cli-test).
 (require ffi/unsafe/port
          net/http-client
          racket/tcp
@@ -175,30 +176,6 @@
   (check-equal? s4 1)
   (check-regexp-match #rx"listening" e4)
   (listener-close! l))
-
-(test-case "raco fastcgi request --abort-after: ABORT_REQUEST reaches the handler, END_REQUEST ends the call"
-  (define raw (path->string (build-path dir "abort-app.rkt")))
-  (define mark (path->string (build-path dir "aborted.txt")))
-  (call-with-output-file raw #:exists 'truncate
-    (λ (o)
-      (write (quasiquote
-              (module abort-app racket/base
-                (require fastcgi)
-                (provide fastcgi-handler)
-                (define (fastcgi-handler r)
-                  (sync (fastcgi-request-abort-evt r))
-                  (call-with-output-file ,mark (λ (o) (write-string "abort seen" o)) #:exists 'truncate))))
-             o)))
-  (define sock (path->string (build-path dir "abort.sock")))
-  (define-values (p err out) (spawn (list "serve" raw "--listen" (string-append "unix:" sock))))
-  (wait-ready err)
-  (define-values (q qerr qout) (spawn (list "request" "--abort-after" "0.5" (string-append "unix:" sock) "/")))
-  (check-equal? (sync/timeout 20 q) q)
-  (check-equal? (subprocess-status q) 1 "an aborted request exits 1")
-  (check-regexp-match #rx"sent ABORT_REQUEST" (port->string qerr))
-  (sleep 0.3)
-  (check-equal? (file->string mark) "abort seen")
-  (stop! p))
 
 (test-case "raco fastcgi dev: a local HTTP front forwards over FastCGI"
   (define port (let* ([l (tcp-listen 0 4 #t "127.0.0.1")]

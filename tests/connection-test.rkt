@@ -1,9 +1,11 @@
 #lang racket/base
 ;; The connection engine end to end: a raw peer (tests/lib/raw-peer.rkt) against an
-;; in-process server on a unix socket. Roles, multiplexing, aborts, management records,
-;; keep-conn, errors, large bodies both ways. The handler is in
+;; in-process server on a unix socket. Roles, multiplexing, aborts, keep-conn, params,
+;; the bytes on the wire, large bodies both ways. The handler is in
 ;; tests/lib/connection-handler.rkt; the limits are tested in connection-limits-test.rkt,
-;; the framing items of HOSTILE.md in connection-framing-test.rkt.
+;; the framing items of HOSTILE.md in connection-framing-test.rkt; management records in
+;; dispatch-test.rkt, STDERR in request-output-test.rkt, a handler that raises in
+;; handlers-test.rkt.
 (require racket/list
          racket/port
          racket/unix-socket
@@ -141,33 +143,6 @@
           (check-has #rx#"id=2" (answer-stdout (peer-answer p 2)))
           (check-equal? (peer-extras p) '()))))
 
-    (test-case "GET_VALUES: the three known names with the limits' values; then a request"
-      (with-peer path
-        (λ (p)
-          (peer-send! p (record->bytes 'get-values 0
-                                       (pairs->bytes (params "FCGI_MAX_CONNS" "" "FCGI_MAX_REQS" ""
-                                                             "FCGI_MPXS_CONNS" "" "FCGI_UNKNOWN" ""))))
-          (define r (peer-read-record p))
-          (check-equal? (record-type r) 'get-values-result)
-          (check-equal? (record-id r) 0)
-          (check-equal? (parse-pairs (record-content r))
-                        '((#"FCGI_MAX_CONNS" . #"50") (#"FCGI_MAX_REQS" . #"40")
-                          (#"FCGI_MPXS_CONNS" . #"1")))
-          (peer-send! p (request-bytes 1))
-          (check-equal? (answer-app-status (peer-answer p 1)) 0))))
-
-    (test-case "unknown type: UNKNOWN_TYPE on id 0, skipped on a live id"
-      (with-peer path
-        (λ (p)
-          (peer-send! p (record->bytes 42 0 #"whatever"))
-          (define r (peer-read-record p))
-          (check-equal? (record-type r) 'unknown-type)
-          (check-equal? (record-content r) #"\52\0\0\0\0\0\0\0")
-          (peer-send! p (begin-bytes 1) (record->bytes 42 1 #"junk")
-                      (stream->bytes 'params 1 #"") (stream->bytes 'stdin 1 #""))
-          (check-equal? (answer-app-status (peer-answer p 1)) 0)
-          (check-equal? (peer-extras p) '()))))
-
     (test-case "keep-conn: off closes after END_REQUEST; on serves two in a row"
       (with-peer path
         (λ (p)
@@ -270,30 +245,6 @@
                (check-equal? (subbytes all (+ i 13) (+ i 16)) #"\0\0\0" "END_REQUEST reserved bytes"))
              (loop (+ i 8 len pad) (if (= type 6) (cons (subbytes all (+ i 8) (+ i 8 len)) stdout) stdout)
                    (if (= type 3) (add1 ends) ends))]))))
-
-    (test-case "STDERR records carry what the handler writes to current-error-port"
-      (with-peer path
-        (λ (p)
-          (peer-send! p (request-bytes 1 #:params (params "MODE" "stderr")))
-          (define a (peer-answer p 1))
-          (check-equal? (answer-stderr a) #"oops: something went wrong")
-          (check-equal? (cgi-body (answer-stdout a)) #"fine"))))
-
-    (test-case "STDERR also carries what threads started by the handler write, on later requests too"
-      (with-peer path
-        (λ (p)
-          (for ([id '(1 2)])
-            (peer-send! p (request-bytes id #:params (params "MODE" "stderr-thread")))
-            (define a (peer-answer p id))
-            (check-equal? (answer-stderr a) #"from a thread;own port")))))
-
-    (test-case "a handler that raises: 500 on STDOUT, END_REQUEST, connection usable"
-      (with-peer path
-        (λ (p)
-          (peer-send! p (request-bytes 1 #:params (params "MODE" "raise")))
-          (check-status (peer-answer p 1) 500)
-          (peer-send! p (request-bytes 2))
-          (check-status (peer-answer p 2) 200))))
 
     (test-case "a 3 MiB response arrives whole in records of at most 65535 bytes"
       (with-peer path

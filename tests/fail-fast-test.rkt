@@ -1,9 +1,8 @@
 #lang racket/base
 ;; Fail fast, fail loud: `raco fastcgi serve` with an app that raises at load, an unusable
 ;; listen address, or a log or pid file it cannot write exits non-zero within seconds with
-;; one clear line and leaves no socket file behind; `serve --check` loads the app and checks
-;; the options without serving; after a good start, workers that crash keep the backoff and
-;; the status says so. Real `raco fastcgi serve` processes on unix sockets in a temp
+;; one clear line and leaves no socket file behind; after a good start, workers that crash
+;; keep the backoff and the status says so (`serve --check`: check-test). Real `raco fastcgi serve` processes on unix sockets in a temp
 ;; folder; every wait is bounded.
 (require json
          racket/file
@@ -14,16 +13,8 @@
          "../fastcgi/client.rkt"
          "../fastcgi/private/signals.rkt"
          "integration/lib.rkt"
+         "lib/app-sources.rkt"
          "lib/serve.rkt")
-
-(define good-source
-  (string-append "#lang racket/base\n(require fastcgi)\n(provide fastcgi-handler)\n"
-                 "(define (fastcgi-handler r)\n"
-                 "  (write-string \"Content-Type: text/plain\\r\\n\\r\\nok\\n\" (fastcgi-request-stdout r)))\n"))
-
-(define broken-source
-  (string-append "#lang racket/base\n(provide fastcgi-handler)\n(define (fastcgi-handler r) (void))\n"
-                 "(error 'app \"broken at load\")\n"))
 
 ;; serve : path (listof string) #:source string #:seconds real -> (values natural string)
 ;; Runs `raco fastcgi serve APP ARGS ...` in dir until it exits (failing the test if it is
@@ -36,9 +27,6 @@
   (define status (stop-process! p))
   (check-not-false exited? (format "serve ~a still running after ~a s" (string-join args) secs))
   (values status (file->string (proc-stderr-file p))))
-
-;; lines : string -> (listof string) ; the non-empty lines
-(define (lines text) (filter (λ (l) (not (string=? l ""))) (string-split text "\n")))
 
 ;; check-one-line : string regexp -> void ; exactly one line says it, and no stack trace
 (define (check-one-line err rx)
@@ -99,41 +87,6 @@
      (check-equal? status 1)
      (check-one-line err #rx"^raco-fastcgi: --access-log /nonexistent/dir/a.log: cannot open it")
      (check-false (file-exists? (sock dir)) "no socket file"))))
-
-(test-case "serve --check: 0 and one line for a good setup, 1 and the reason otherwise; nothing served"
-  (call-with-temp-dir
-   "fcgi-ff"
-   (λ (dir)
-     (define pid-file (path->string (build-path dir "m.pid")))
-     (define access (path->string (build-path dir "access.log")))
-     ;; the address is not bound: a running server may hold it
-     (define held (tcp-listen 0 4 #t "127.0.0.1"))
-     (define-values (_a port _b _c) (tcp-addresses held #t))
-     (define (check-run args #:source [source good-source])
-       (define app (path->string (build-path dir "app.rkt")))
-       (display-to-file source app #:exists 'truncate)
-       (define-values (code out err) (run-program raco (list* "fastcgi" "serve" app "--check" args) #:timeout 30))
-       (values code (bytes->string/utf-8 out #\?) (bytes->string/utf-8 err #\?)))
-     (define-values (code out err)
-       (check-run (list "--listen" (string-append "unix:" (sock dir)) "--pid-file" pid-file
-                        "--access-log" access)))
-     (check-equal? code 0 err)
-     (check-regexp-match #rx"^raco fastcgi serve: configuration ok: .*app\\.rkt loads \\(raw handler" out)
-     (for ([f (list (sock dir) pid-file access)])
-       (check-false (file-exists? f) (format "~a: nothing left behind" f)))
-     (define-values (tcode tout terr) (check-run (list "--listen" (format "127.0.0.1:~a" port))))
-     (check-equal? tcode 0 terr)
-     (tcp-close held)
-     (define-values (bcode bout berr) (check-run '("--listen" "127.0.0.1:9000") #:source broken-source))
-     (check-equal? bcode 1)
-     (check-equal? (length (lines berr)) 1 berr)
-     (check-regexp-match #rx"^raco-fastcgi: cannot load .*app\\.rkt: app: broken at load\n$" berr)
-     (define-values (lcode lout lerr) (check-run '("--listen" "unix:/nonexistent/dir/x.sock")))
-     (check-equal? lcode 1)
-     (check-regexp-match #rx"^raco-fastcgi: --listen unix:/nonexistent/dir/x.sock: no folder /nonexistent/dir/ for the socket\n$" lerr)
-     (define-values (acode aout aerr) (check-run '("--slow-log" "/nonexistent/dir/s.log")))
-     (check-equal? acode 1)
-     (check-regexp-match #rx"^raco-fastcgi: --slow-log /nonexistent/dir/s.log: cannot open it for writing" aerr))))
 
 (test-case "after a good start, crashing workers back off and the status shows the failures and why"
   (call-with-temp-dir

@@ -74,4 +74,27 @@
      "(stop)\n"))
    (format "~s" (list #f #t (list 200 #"servlet")))))
 
+(define cli-run (path->string (simplify-path (build-path here ".." "fastcgi" "private" "cli-run.rkt"))))
+(define serve-cli (path->string (simplify-path (build-path here ".." "fastcgi" "private" "serve-cli.rkt"))))
+(define worker (path->string (simplify-path (build-path here ".." "fastcgi" "private" "worker.rkt"))))
+
+;; declared : (listof string) -> string ; a program that prints which of the libraries that
+;; cost a process most (racket/contract and what loads it) are declared after these
+(define (declared-after . requires)
+  (string-append
+   "#lang racket/base\n"
+   (apply string-append (for/list ([r (in-list requires)]) (format "(require (file ~s))\n" r)))
+   "(write (for/list ([m '(racket/contract/base racket/contract json xml racket/lazy-require\n"
+   "                      racket/date racket/port racket/os racket/random web-server/http)]\n"
+   "                  #:when (module-declared? m #f)) m))\n"))
+
+(test-case "the manager (raco fastcgi serve) loads none of racket/contract, json, xml, lazy-require"
+  (check-equal? (run-program (declared-after cli-run serve-cli)) "()"))
+
+(test-case "a raw worker with its app loads racket/contract/base only, for the public module's contracts"
+  (define app (build-path dir "raw-app2.rkt"))
+  (with-output-to-file app #:exists 'truncate
+    (λ () (write-string (format "#lang racket/base\n(require (file ~s))\n(provide fastcgi-handler)\n(define (fastcgi-handler r) (void))\n" main))))
+  (check-equal? (run-program (declared-after worker (path->string app))) "(racket/contract/base)"))
+
 (delete-directory/files dir)

@@ -12,7 +12,7 @@
          "lib/pipe.rkt")
 
 ;; plain-line : the same arguments as access-line -> bytes
-(define (plain-line ms client method uri status bytes duration pid)
+(define (plain-line ms client method uri status bytes duration pid [queue #f])
   (define (field v)
     (cond [(or (not v) (equal? v #"")) "-"]
           [else (regexp-replace* #rx"\"" (log-escape v) "\\\\x22")]))
@@ -24,7 +24,7 @@
   (string->bytes/latin-1
    (string-append (timestamp ms) " " (field client) " \"" (field method) " " (field uri) "\" "
                   (if status (number->string status) "-") " " (number->string bytes) " "
-                  (decimal duration) " " (number->string pid))))
+                  (decimal duration) " " (number->string pid) " " (if queue (decimal queue) "-"))))
 
 (test-case "access-line: the same bytes as the plain way, escapes and all"
   (define fields
@@ -36,6 +36,14 @@
                   (format "~s ~s" client uri)))
   (check-equal? (access-line 1763728049000.0 #"::1" #"POST" #"/" #f 0 12.5 7)
                 (plain-line 1763728049000.0 #"::1" #"POST" #"/" #f 0 12.5 7)))
+
+(test-case "access-line: the queue time (ms, two decimals) as the last field, - without one"
+  (for ([q (in-list (list #f 0 0.0 0.004 0.005 3.1 12.345 999.999 1000 86400000.5 -2.0))])
+    (check-equal? (access-line 1763728049123.4 #"c" #"GET" #"/" 200 1 0.5 1 q)
+                  (plain-line 1763728049123.4 #"c" #"GET" #"/" 200 1 0.5 1 (and q (max 0 q)))
+                  (format "~a" q)))
+  (check-true (regexp-match? #rx#" 1 3[.]10$" (access-line 1763728049123.4 #"c" #"GET" #"/" 200 1 0.5 1 3.1)))
+  (check-true (regexp-match? #rx#" 1 -$" (access-line 1763728049123.4 #"c" #"GET" #"/" 200 1 0.5 1))))
 
 (test-case "access-line: the time, however the milliseconds fall and the seconds change"
   ;; the seconds' text is kept from one line to the next: lines in the same second, a
@@ -84,7 +92,7 @@
     (check-true (or (regexp-match? #px"^t[0-9] [0-9]+ x$" l)
                     (let ([m (regexp-match #px"^t[0-9] [0-9]+ (y+)$" l)])
                       (and m (= (string-length (cadr m)) 40000)))
-                    (regexp-match? #px"^2025-11-21T12:27:29[.]123Z t[0-9] \"GET /[0-9]+\" 200 [0-9]+ 0[.]50 [0-9]$" l))
+                    (regexp-match? #px"^2025-11-21T12:27:29[.]123Z t[0-9] \"GET /[0-9]+\" 200 [0-9]+ 0[.]50 [0-9] -$" l))
                 l)))
 
 ;; pipe-text : input-port -> string ; what the port holds, read until 0.3 s pass with nothing

@@ -9,6 +9,7 @@
          racket/string
          rackunit
          xml
+         "../fastcgi/private/metrics.rkt"
          "../fastcgi/private/pool-status.rkt")
 
 ;; A pool of two workers, one busy and one starting; some values absent or null.
@@ -26,6 +27,21 @@
                          (hasheq 'pid 102 'state "starting" 'generation 1 'requests 0 'active 0
                                  'connections 0 'sessions 0 'shed 0 'memory (json-null)
                                  'uptime 0.06))))
+
+;; The request metrics of four requests (metrics.rkt): 200 in 0.5 ms of 100 bytes, 204 in
+;; 2 ms of 1001 bytes with a queue time of 3 ms, 404 in 1 s of 255 bytes, 500 in 11.5 s of
+;; 20 MB; on the pool and on worker 101 (generation 2); worker 102 has none yet.
+(define four (make-metrics))
+(metrics-record! four 200 100 0.5 #f)
+(metrics-record! four 204 1001 2.0 3.0)
+(metrics-record! four 404 255 1000.0 #f)
+(metrics-record! four 500 20000000 11500.0 #f)
+(define metrics-board
+  (with-metrics
+   (hasheq 'pool "www"
+           'workers (list (with-metrics (hasheq 'pid 101 'generation 2 'requests 4) (list four))
+                          (hasheq 'pid 102 'generation 2 'requests 0)))
+   (list four)))
 
 ;; render : hash symbol -> string
 (define (render b fmt) (bytes->string/utf-8 (render-status b fmt)))
@@ -115,13 +131,13 @@
            "# TYPE fastcgi_start_failures gauge"
            "fastcgi_start_failures{pool=\"www\"} 0"
            "# TYPE fastcgi_worker_requests counter"
-           "fastcgi_worker_requests_total{pool=\"www\",pid=\"101\"} 4"
-           "fastcgi_worker_requests_total{pool=\"www\",pid=\"102\"} 0"
-           "fastcgi_worker_queue_delay_milliseconds{pool=\"www\",pid=\"101\"} 0.25"
-           "fastcgi_worker_memory_bytes{pool=\"www\",pid=\"101\"} 52428800"
+           "fastcgi_worker_requests_total{pool=\"www\",pid=\"101\",generation=\"1\"} 4"
+           "fastcgi_worker_requests_total{pool=\"www\",pid=\"102\",generation=\"1\"} 0"
+           "fastcgi_worker_queue_delay_seconds{pool=\"www\",pid=\"101\",generation=\"1\"} 0.00025"
+           "fastcgi_worker_memory_bytes{pool=\"www\",pid=\"101\",generation=\"1\"} 52428800"
            "# EOF")
          ;; null or absent: left out; text values have no family
-         (list #rx"listen_queue" #rx"queue_delay_milliseconds{[^}]*pid=\"102\""
+         (list #rx"listen_queue" #rx"queue_delay_seconds{[^}]*pid=\"102\""
                #rx"memory_bytes{[^}]*pid=\"102\"" #rx"master_pid" #rx"reload_error" #rx"^fastcgi_pool"))
    (list "a pool name with a quote, a backslash and a newline"
          (hasheq 'pool "a\"b\\c\nd" 'requests 1)
@@ -131,9 +147,48 @@
          (hasheq 'pool "p")
          '("# TYPE fastcgi_worker_requests counter" "# TYPE fastcgi_worker_active gauge"
            "# TYPE fastcgi_worker_sessions gauge" "# TYPE fastcgi_worker_shed counter"
-           "# TYPE fastcgi_worker_queue_delay_milliseconds gauge"
-           "# TYPE fastcgi_worker_memory_bytes gauge" "# EOF")
-         (list #rx"^fastcgi_.*{"))))
+           "# TYPE fastcgi_worker_queue_delay_seconds gauge"
+           "# TYPE fastcgi_worker_memory_bytes gauge"
+           "# TYPE fastcgi_worker_request_duration_seconds histogram"
+           "# TYPE fastcgi_worker_responses counter" "# EOF")
+         (list #rx"^fastcgi_.*{"))
+   (list "the request metrics: histograms and answers by class, of the pool and per worker"
+         metrics-board
+         '("# HELP fastcgi_request_duration_seconds Time from a request's arrival at a worker to the end of its answer"
+           "# TYPE fastcgi_request_duration_seconds histogram"
+           "# UNIT fastcgi_request_duration_seconds seconds"
+           "fastcgi_request_duration_seconds_bucket{pool=\"www\",le=\"0.001\"} 1"
+           "fastcgi_request_duration_seconds_bucket{pool=\"www\",le=\"0.0025\"} 2"
+           "fastcgi_request_duration_seconds_bucket{pool=\"www\",le=\"0.005\"} 2"
+           "fastcgi_request_duration_seconds_bucket{pool=\"www\",le=\"1.0\"} 3"
+           "fastcgi_request_duration_seconds_bucket{pool=\"www\",le=\"10.0\"} 3"
+           "fastcgi_request_duration_seconds_bucket{pool=\"www\",le=\"+Inf\"} 4"
+           "fastcgi_request_duration_seconds_count{pool=\"www\"} 4"
+           "fastcgi_request_duration_seconds_sum{pool=\"www\"} 12.5025"
+           "# TYPE fastcgi_queue_time_seconds histogram"
+           "fastcgi_queue_time_seconds_bucket{pool=\"www\",le=\"0.005\"} 1"
+           "fastcgi_queue_time_seconds_bucket{pool=\"www\",le=\"+Inf\"} 1"
+           "fastcgi_queue_time_seconds_count{pool=\"www\"} 1"
+           "fastcgi_queue_time_seconds_sum{pool=\"www\"} 0.003"
+           "# TYPE fastcgi_response_size_bytes histogram"
+           "# UNIT fastcgi_response_size_bytes bytes"
+           "fastcgi_response_size_bytes_bucket{pool=\"www\",le=\"256\"} 2"
+           "fastcgi_response_size_bytes_bucket{pool=\"www\",le=\"1024\"} 3"
+           "fastcgi_response_size_bytes_bucket{pool=\"www\",le=\"16777216\"} 3"
+           "fastcgi_response_size_bytes_bucket{pool=\"www\",le=\"+Inf\"} 4"
+           "fastcgi_response_size_bytes_sum{pool=\"www\"} 20001356"
+           "# TYPE fastcgi_responses counter"
+           "fastcgi_responses_total{pool=\"www\",class=\"1xx\"} 0"
+           "fastcgi_responses_total{pool=\"www\",class=\"2xx\"} 2"
+           "fastcgi_responses_total{pool=\"www\",class=\"4xx\"} 1"
+           "fastcgi_responses_total{pool=\"www\",class=\"5xx\"} 1"
+           "# TYPE fastcgi_worker_request_duration_seconds histogram"
+           "fastcgi_worker_request_duration_seconds_bucket{pool=\"www\",pid=\"101\",generation=\"2\",le=\"0.001\"} 1"
+           "fastcgi_worker_request_duration_seconds_count{pool=\"www\",pid=\"101\",generation=\"2\"} 4"
+           "# TYPE fastcgi_worker_responses counter"
+           "fastcgi_worker_responses_total{pool=\"www\",pid=\"101\",generation=\"2\",class=\"5xx\"} 1"
+           "# EOF")
+         (list #rx"pid=\"102\".*le=" #rx"responses_total{[^}]*pid=\"102\""))))
 
 ;; in-order? : (listof string) (listof string) -> boolean ; wanted appear in lines, in order
 (define (in-order? wanted lines)
@@ -150,14 +205,19 @@
     (for ([rx (in-list absent)])
       (check-false (for/or ([l (in-list lines)]) (regexp-match? rx l)) (format "~a: ~s" what rx)))
     (check-equal? (last lines) "# EOF" what)
-    ;; every sample follows the TYPE of its family (counters' samples end in _total)
+    ;; every sample follows the TYPE of its family (counters' samples end in _total,
+    ;; histograms' in _bucket, _count and _sum)
     (define families
       (for/list ([l (in-list lines)] #:when (string-prefix? l "# TYPE "))
         (string-split (substring l 7))))
+    (define (sample-names f)
+      (case (cadr f)
+        [("counter") (list (string-append (car f) "_total"))]
+        [("histogram") (for/list ([x (in-list '("_bucket" "_count" "_sum"))]) (string-append (car f) x))]
+        [else (list (car f))]))
     (for ([l (in-list lines)] #:unless (string-prefix? l "#"))
       (define name (car (string-split l "{")))
-      (check-not-false (for/or ([f (in-list families)])
-                         (equal? name (if (equal? (cadr f) "counter") (string-append (car f) "_total") (car f))))
+      (check-not-false (for/or ([f (in-list families)]) (member name (sample-names f)))
                        (format "~a: ~a has no TYPE" what l)))))
 
 ;; rows: what, board -> what the page must contain, what it must not
@@ -177,6 +237,19 @@
                #rx"<tr class=\"starting\"><td class=\"n\">102</td>.*<td class=\"n\">-</td><td class=\"n\">0.1</td></tr>"
                #rx"<a href=\"\\?json\">JSON</a>")
          (list #rx"<th>pool</th>"))
+   (list "the latency chart: a bar per duration bucket with the requests in it"
+         metrics-board
+         (list #rx"<h2>Request duration</h2>"
+               #rx"<tr class=\"bar\"><th>≤ 1 ms</th><td><div class=\"bar\" style=\"width:100.0%\"></div></td><td class=\"n\">1</td></tr>"
+               #rx"<tr class=\"bar\"><th>≤ 2.5 ms</th><td><div class=\"bar\" style=\"width:100.0%\"></div></td><td class=\"n\">1</td></tr>"
+               #rx"<tr class=\"bar\"><th>≤ 5 ms</th><td><div class=\"bar\" style=\"width:0.0%\"></div></td><td class=\"n\">0</td></tr>"
+               #rx"<tr class=\"bar\"><th>≤ 1 s</th><td><div class=\"bar\" style=\"width:100.0%\"></div></td><td class=\"n\">1</td></tr>"
+               #rx"<tr class=\"bar\"><th>&gt; 10 s</th><td><div class=\"bar\" style=\"width:100.0%\"></div></td><td class=\"n\">1</td></tr>")
+         (list))
+   (list "no metrics on the board: no chart"
+         board
+         (list #rx"<h2>Workers</h2>")
+         (list #rx"Request duration" #rx"class=\"bar\""))
    (list "markup in a value is escaped"
          (hasheq 'pool "<script>" 'last_reload_error "a & b")
          (list #rx"<title>fastcgi status: &lt;script&gt;</title>"

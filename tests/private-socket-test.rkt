@@ -84,15 +84,3 @@
   (check-exn #rx"cannot connect to unix:@.*/none: Connection refused"
              (λ () (private-connect (string-append base "/none"))))
   (check-false (ask-board (string-append base "/none") 1)))
-
-(test-case "the keys line and relay names"
-  (define-values (in out) (make-pipe))
-  (write-keys! out (bytes 1 2 255) (bytes 16 32))
-  (define-values (secret key) (read-keys in 1))
-  (check-equal? (list secret key) (list (bytes 1 2 255) (bytes 16 32)))
-  (check-exn #rx"did not start with its keys" (λ () (read-keys (open-input-string "hello\n") 1)))
-  (check-exn #rx"did not start with its keys" (λ () (let-values ([(i o) (make-pipe)]) (read-keys i 0.1))))
-  (define a (relay-name "p" #"key-1" 7))
-  (check-regexp-match #px"^p/w7-[0-9a-f]{16}$" a)
-  (check-equal? (relay-name "p" #"key-1" 7) a "the same for every worker of the pool")
-  (check-not-equal? (relay-name "p" #"key-2" 7) a "unknown without the pool's key"))

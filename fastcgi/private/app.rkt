@@ -4,7 +4,7 @@
 ;; module convention (interface-version 'v1, 'v2 or 'stateless; see servlet.rkt); a raw app
 ;; provides `fastcgi-handler : fastcgi-request -> any`. Either may provide `fastcgi-roles`
 ;; (default '(responder)); a servlet may take 'responder and 'authorizer.
-(require racket/lazy-require
+(require "lazy.rkt"
          racket/path
          "limits.rkt")
 (provide load-app
@@ -14,8 +14,8 @@
 
 ;; The web-server adapter, and web-server with it, load only for a servlet: a process
 ;; that serves a raw app (and the manager, which loads no app) stays without them.
-(lazy-require ["web.rkt" (servlet->handler)]
-              ["servlet.rkt" (load-servlet loaded-servlet-run)])
+(define-lazy "web.rkt" servlet->handler)
+(define-lazy "servlet.rkt" load-servlet loaded-servlet-run)
 
 ;; How servlets keep their continuations (sessions.rkt, servlet.rkt). worker-id: this
 ;; process's number in the pool, which continuation ids carry (0 alone). memory and

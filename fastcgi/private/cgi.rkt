@@ -5,7 +5,8 @@
 ;; format, so that the connection layer, requests, the server, the worker's status paths
 ;; and the dev front name a status or a reason and never write a head by hand:
 ;; - status-reason: the reason phrase of a code. web-server's own table
-;;   (message-for-status-code), except the codes this server sends that web-server words
+;;   (message-for-status-code), copied below since loading it would load racket/contract
+;;   into every worker (tests/cgi-test.rkt checks the copy against it), except the codes this server sends that web-server words
 ;;   after RFC 7231 or lacks: 413 is "Content Too Large" (RFC 9110), 431 "Request Header
 ;;   Fields Too Large" (RFC 6585);
 ;; - cgi-head and status-page: the head of an answer, and a whole plain-text status answer;
@@ -13,33 +14,43 @@
 ;;   of) its handler's answer, as a symbol, to its status and page;
 ;; - parse-content-length: CONTENT_LENGTH as the engine reads it;
 ;; - head-status: the status of a CGI head a handler wrote (for the access log).
-;; Pure: byte strings in, byte strings out. The contracts are for callers off the request
-;; path; the engine's per-request calls use the `private` submodule's unchecked bindings.
-(require racket/contract/base
-         (only-in web-server/http/status-code message-for-status-code))
-(provide
- (contract-out
-  [status-reason (-> status-code/c string?)]
-  [cgi-head (->* ((or/c #f status-code/c) bytes?) ((listof (cons/c bytes? bytes?)) #:length (or/c #f exact-nonnegative-integer?)) bytes?)]
-  [status-page (->* (status-code/c) (bytes?) bytes?)]
-  [refusal-reason? (-> any/c boolean?)]
-  [refusal-status (-> refusal-reason? status-code/c)]
-  [refusal-page (-> refusal-reason? bytes?)]
-  [parse-content-length (-> (or/c bytes? #f) (or/c exact-nonnegative-integer? #f 'bad))]
-  [head-status (-> bytes? exact-nonnegative-integer? exact-nonnegative-integer?
-                   (or/c #f (integer-in 100 599)))]))
+;; Pure: byte strings in, byte strings out. No contracts (it is not the public boundary, and
+;; racket/contract would be loaded by every worker only for it); the `private` submodule
+;; names the bindings the engine calls per request.
+
+(provide status-reason
+         cgi-head
+         status-page
+         refusal-reason?
+         refusal-status
+         refusal-page
+         parse-content-length
+         head-status)
 (module+ private
   (provide status-page refusal-status refusal-page parse-content-length head-status))
-
-;; A status code as a CGI `Status:` line carries it: three digits.
-(define status-code/c (integer-in 100 999))
 
 ;; The codes whose phrase is not web-server's (see the header).
 (define own-reasons (hasheqv 413 "Content Too Large" 431 "Request Header Fields Too Large"))
 
 ;; status-reason : natural -> string ; "Status" for a code no table knows
 (define (status-reason code)
-  (or (hash-ref own-reasons code #f) (message-for-status-code code) "Status"))
+  (or (hash-ref own-reasons code #f) (hash-ref web-server-reasons code #f) "Status"))
+
+;; web-server's message-for-status-code, code by code
+(define web-server-reasons
+  #hasheqv((100 . "Continue") (101 . "Switching Protocols") (200 . "OK") (201 . "Created")
+           (202 . "Accepted") (203 . "Non-Authoritative Information") (204 . "No Content")
+           (205 . "Reset Content") (206 . "Partial Content") (300 . "Multiple Choices")
+           (301 . "Moved Permanently") (302 . "Found") (303 . "See Other") (305 . "Use Proxy")
+           (307 . "Temporary Redirect") (308 . "Permanent Redirect") (400 . "Bad Request")
+           (401 . "Unauthorized") (402 . "Payment Required") (403 . "Forbidden")
+           (404 . "Not Found") (405 . "Method Not Allowed") (406 . "Not Acceptable")
+           (407 . "Proxy Authentication Required") (408 . "Request Timeout") (409 . "Conflict")
+           (410 . "Gone") (411 . "Length Required") (413 . "Payload Too Large")
+           (414 . "URI Too Long") (415 . "Unsupported Media Type") (417 . "Expectation Failed")
+           (426 . "Upgrade Required") (500 . "Internal Server Error") (501 . "Not Implemented")
+           (502 . "Bad Gateway") (503 . "Service Unavailable") (504 . "Gateway Timeout")
+           (505 . "HTTP Version Not Supported")))
 
 ;; cgi-head : (or/c natural #f) bytes [(listof (cons bytes bytes))] #:length (or/c natural #f)
 ;;            -> bytes

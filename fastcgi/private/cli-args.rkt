@@ -7,6 +7,7 @@
          seconds-arg
          nonnegative-seconds-arg
          count-arg
+         natural-arg
          octal-arg
          choice-arg
          log-level-arg
@@ -55,6 +56,13 @@
   (define n (string->number s))
   (unless (exact-positive-integer? n)
     (raise-user-error 'raco-fastcgi "~a: expected a positive integer, got ~s" flag s))
+  n)
+
+;; natural-arg : string string -> natural ; 0 or a positive integer
+(define (natural-arg flag s)
+  (define n (string->number s))
+  (unless (exact-nonnegative-integer? n)
+    (raise-user-error 'raco-fastcgi "~a: expected an integer (0 or more), got ~s" flag s))
   n)
 
 ;; octal-arg : string string -> natural

@@ -1,10 +1,7 @@
 #lang racket/base
 ;; `raco fastcgi`: one handle-<command> per subcommand (serve's is serve-cli.rkt).
 (require racket/list
-         racket/runtime-path
-         "ctl.rkt"
-         "request-cli.rkt"
-         "serve-cli.rkt")
+         racket/runtime-path)
 (provide main app-last)
 
 (define commands
@@ -27,15 +24,19 @@
      (define cmd (vector-ref argv 0))
      (define rest (vector-copy-rest argv))
      (case cmd
-       [("serve") (handle-serve (app-last rest))]
+       [("serve") ((dynamic-require serve-module 'handle-serve) (app-last rest))]
        [("dev") ((dynamic-require dev-module 'handle-dev) (app-last rest))]
-       [("request") (request-command (positionals-last rest))]
-       [("ctl") (ctl-command (app-last rest))]
+       [("request") ((dynamic-require request-module 'request-command) (positionals-last rest))]
+       [("ctl") ((dynamic-require ctl-module 'ctl-command) (app-last rest))]
        [("help" "--help" "-h") (usage (current-output-port))]
        [else (eprintf "raco fastcgi: unknown command ~s\n" cmd) (usage (current-error-port)) (exit 2)])]))
 
-;; the dev front pulls in web-server's HTTP server: loaded only when its command runs
+;; Each command's modules load only when it runs: a process holds what it loads, and the
+;; manager (serve) runs as long as the pool; the dev front pulls in web-server's HTTP server.
+(define-runtime-path serve-module "serve-cli.rkt")
 (define-runtime-path dev-module "dev.rkt")
+(define-runtime-path request-module "request-cli.rkt")
+(define-runtime-path ctl-module "ctl.rkt")
 
 ;; app-last : (vectorof string) -> (vectorof string)
 ;; `serve APP.rkt --listen X` reads as `serve --listen X APP.rkt`: racket/cmdline wants the

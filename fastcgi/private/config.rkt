@@ -3,13 +3,12 @@
 ;; defaults are stated once, in the table below. The command line builds it (serve-cli.rkt);
 ;; the manager (manager.rkt and its pieces), its workers and the single process
 ;; (worker.rkt), `serve --check` (check.rkt) and `dev`'s app process read it with its
-;; accessors. A worker gets it on its command line (worker-main.rkt): write-serve-config and
-;; read-serve-config are the one place where it is written out and read back. It never
-;; holds a secret: the manager reads --secret-file and hands the secret to its workers over
-;; the control socket (control.rkt).
+;; accessors. A worker gets it on its command line (worker-main.rkt), as does `dev`'s app
+;; process (dev-child.rkt): write-serve-config and read-serve-config are the one place where
+;; it is written out and read back. It never holds a secret: the manager reads --secret-file
+;; and hands the secret to its workers over the control socket (control.rkt).
 (require (for-syntax racket/base
                      racket/syntax)
-         racket/contract/base
          racket/future
          "app.rkt"
          "limits.rkt"
@@ -20,14 +19,11 @@
  default-serve-config
  config-memory-ceiling
  serve-config-listener-options
- (contract-out
-  [serve-config-for-worker (-> serve-config? #:pool-prefix string? #:master-pid exact-positive-integer?
-                               #:worker-id exact-positive-integer?
-                               serve-config?)]
-  [serve-config->hash (-> serve-config? (and/c hash? immutable?))]
-  [hash->serve-config (-> hash? serve-config?)]
-  [write-serve-config (->* (serve-config?) (output-port?) void?)]
-  [read-serve-config (->* () (input-port?) serve-config?)]))
+ serve-config-for-worker
+ serve-config->hash
+ hash->serve-config
+ write-serve-config
+ read-serve-config)
 
 ;; define-config : defines the struct (transparent), its keyword constructor (a keyword per
 ;; field, its default the field's; a default may name the fields above it), and its
@@ -73,8 +69,10 @@
   [max-workers (if (eq? pm 'static) workers (* 2 workers))]
   [idle-timeout 10]                     ; seconds (ondemand)
   [max-requests #f]                     ; #f: never recycled for it
+  [max-requests-jitter 0]               ; each worker's limit drawn in [max-requests, + this]
   [max-memory #f]                       ; bytes; #f: never recycled for it
   [max-memory-hard #f]                  ; bytes; #f: 2 x max-memory (config-memory-ceiling)
+  [gc-when-idle #f]                     ; major collections between requests (idle-gc.rkt)
   [graceful-timeout 30]                 ; seconds
   [start-timeout 60]                    ; seconds
   [pid-file #f]                         ; a complete path; the status goes to PID-FILE.status.json

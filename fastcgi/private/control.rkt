@@ -16,9 +16,8 @@
 ;;   the manager answers with the scoreboard as one line of JSON (`null` before the first)
 ;;   and closes the connection.
 (require file/sha1
-         json
-         racket/port
-         racket/random
+         "entropy.rkt"
+         "jsexpr.rkt"
          "clock.rkt"
          "hmac.rkt"
          "transport.rkt")
@@ -33,7 +32,7 @@
 
 ;; make-pool-prefix : natural -> string ; fastcgi-PID-RANDOM
 (define (make-pool-prefix pid)
-  (format "fastcgi-~a-~a" pid (bytes->hex-string (crypto-random-bytes 8))))
+  (format "fastcgi-~a-~a" pid (bytes->hex-string (random-bytes 8))))
 
 ;; control-name : string -> string
 (define (control-name prefix) (string-append prefix "/control"))
@@ -51,12 +50,20 @@
 ;; read-keys : input-port real -> (values bytes bytes)
 ;; The manager's first line; raises exn:fail when it does not come within timeout seconds.
 (define (read-keys in timeout)
-  (define line (sync/timeout timeout (read-line-evt in 'linefeed)))
+  (define line (sync/timeout timeout (line-evt in)))
   (define m (and (string? line) (regexp-match #px"^keys ([0-9a-f]+) ([0-9a-f]+)$" line)))
   (unless (and m (even? (string-length (cadr m))) (even? (string-length (caddr m))))
     (error 'fastcgi "the manager's control connection did not start with its keys (got ~s)"
            (if (string? line) (substring line 0 (min 5 (string-length line))) line)))
   (values (hex-string->bytes (cadr m)) (hex-string->bytes (caddr m))))
+
+;; line-evt : input-port -> evt ; ready with the next line (a string, or eof) once read
+;; Its reader thread goes on when the wait times out; every caller then drops the
+;; connection, which ends it. (racket/port's read-line-evt would load racket/contract.)
+(define (line-evt in)
+  (define line eof)
+  (define reader (thread (λ () (set! line (with-handlers ([exn:fail? (λ (e) eof)]) (read-line in 'linefeed))))))
+  (wrap-evt reader (λ (_) line)))
 
 ;; answer-board! : output-port (or/c hash #f) -> void
 (define (answer-board! out board)
@@ -78,7 +85,7 @@
          (write-string "board\n" out)
          (flush-output out)
          (define deadline (alarm-at-evt (+ (now-ms) (* 1000 timeout))))
-         (define (next-line) (sync deadline (read-line-evt in 'linefeed)))
+         (define (next-line) (sync deadline (line-evt in)))
          (define keys (next-line))
          (define line (and (string? keys) (next-line)))
          (define board (and (string? line) (string->jsexpr line)))

@@ -2,9 +2,9 @@
 ;; The app's process under `raco fastcgi dev` (the `child` submodule), and the command
 ;; line that starts it. The supervisor is dev-reload.rkt.
 ;;
-;; The app's process: racket -l racket/base -e '(require (submod (file DEV-CHILD.rkt) child))' CFG
-;; CFG is a `write`n hash: run-single's configuration (worker.rkt; the fields of config.rkt's
-;; serve-config that it sets, read by hash->serve-config), and
+;; The app's process: racket -l racket/base -e '(require (submod (file DEV-CHILD.rkt) child))' CONFIG DEV
+;; CONFIG is run-single's configuration (worker.rkt), a serve-config as config.rkt's
+;; write-serve-config writes it; DEV is a `write`n hash of what the process does for dev:
 ;;   dev-files: the file this process appends a line to for every module file it loads:
 ;;     `(app PATH STAMP)` for the app's own files, before it loads them, `(lib PATH)` for
 ;;     the others, and `(uses SHIFT PATH)` for each library an app module requires;
@@ -20,17 +20,21 @@
 ;; as it lives: at the end of stdin before that line, it exits 0. It exits 3 when the app
 ;; does not load. It compiles the app's modules from source: a compiled file left by
 ;; `raco make` may be stale against a dependency that changed since.
-(require racket/runtime-path)
+(require racket/runtime-path
+         "config.rkt")
 (provide child-arguments)
 
 (define-runtime-path this-file "dev-child.rkt")
 
-;; child-arguments : hash -> (listof string)
-;; The arguments of racket that start the app's process with configuration cfg.
-(define (child-arguments cfg)
+;; child-arguments : serve-config hash -> (listof string)
+;; The arguments of racket that start the app's process with configuration cfg and dev's
+;; settings dev (the hash above).
+(define (child-arguments cfg dev)
+  (define config-text (let ([o (open-output-string)]) (write-serve-config cfg o) (get-output-string o)))
   (list "-N" "fastcgi-dev-app" "-l" "racket/base"
         "-e" (format "(require (submod (file ~s) child))" (path->string this-file))
-        (format "~s" cfg)))
+        config-text
+        (format "~s" dev)))
 
 (module child racket/base
   (require racket/list
@@ -41,7 +45,8 @@
   (define-runtime-path config "config.rkt")
   (define-runtime-path signals "signals.rkt")
   (define-runtime-path server-dir ".")
-  (define cfg (read (open-input-string (vector-ref (current-command-line-arguments) 0))))
+  ;; dev's settings (the serve-config, the first argument, is read when the app loads)
+  (define cfg (read (open-input-string (vector-ref (current-command-line-arguments) 1))))
   (define system-dirs (map string->path (hash-ref cfg 'system-dirs)))
 
   (define files-out (open-output-file (hash-ref cfg 'dev-files) #:exists 'append))
@@ -161,7 +166,7 @@
                         (with-handlers ([exn:fail? void]) (delete-directory dir)))
                       (exit code))))
     (define run-single (dynamic-require worker 'run-single))
-    (define hash->serve-config (dynamic-require config 'hash->serve-config))
+    (define read-serve-config (dynamic-require config 'read-serve-config))
     (warm! (hash-ref cfg 'warm-from))
     (when (eof-object? (read-line))
       (exit 0))
@@ -172,4 +177,4 @@
                          (λ (o) (write-string text o)))
                        (eprintf "~a\n" text)
                        (exit 3))])
-      (run-single (hash->serve-config cfg)))))
+      (run-single (read-serve-config (open-input-string (vector-ref (current-command-line-arguments) 0)))))))

@@ -28,6 +28,7 @@
          setup/dirs
          "../client.rkt"
          "clock.rkt"
+         "config.rkt"
          "dev-child.rkt"
          "dev-files.rkt"
          "log.rkt")
@@ -214,19 +215,20 @@
   (define files-file (build-path (supervisor-dir s) (format "files-~a" n)))
   (define error-file (build-path (supervisor-dir s) (format "error-~a" n)))
   (define cfg
-    (hasheq 'app (path->string (supervisor-app-path s))
-            'listen (string-append "unix:" (supervisor-socket s))
-            'socket-mode #o600
-            'graceful-timeout stop-timeout
-            'log-level 'warning
-            'dev-files (path->string files-file)
+    (make-serve-config #:app (path->string (supervisor-app-path s))
+                       #:listen (string-append "unix:" (supervisor-socket s))
+                       #:socket-mode #o600
+                       #:graceful-timeout stop-timeout
+                       #:log-level 'warning))
+  (define dev
+    (hasheq 'dev-files (path->string files-file)
             'dev-error (path->string error-file)
             'warm-from (path->string (warm-list s))
             'system-dirs (map path->string (system-dirs))
             'dev-dir (path->string (supervisor-dir s))
             'parent-pid (getpid)))
   (define-values (p out in err)
-    (apply subprocess #f #f #f (find-exe) (child-arguments cfg)))
+    (apply subprocess #f #f #f (find-exe) (child-arguments cfg dev)))
   (define tail (box #""))
   (pump out (current-output-port) #f)
   (gen p in (make-semaphore 0) files-file error-file tail (pump err (current-error-port) tail)

@@ -4,7 +4,8 @@
 ;; OVERLOADED), PARAMS are gathered and checked, a request is admitted or refused before
 ;; any handler runs (limits, shedding, a stopping server), STDIN and DATA go to the
 ;; handler under the body flow rule (see connection.rkt), GET_VALUES is answered.
-(require "limits.rkt"
+(require "clock.rkt"
+         "limits.rkt"
          "log.rkt"
          "protocol.rkt"
          "request.rkt"
@@ -12,6 +13,7 @@
          "wire.rkt"
          "log-limit.rkt"
          "handlers.rkt"
+         "queue-time.rkt"
          (submod "cgi.rkt" private))
 (provide dispatch!
          note-shed!
@@ -172,6 +174,15 @@
   (define max-delay (limits-max-queue-delay lim))
   (and max-delay (> (queue-delay-ms srv) (* 1000.0 max-delay))))
 
+;; waited-past? : request limits -> (or/c real #f)
+;; With shedding on, the queue time (queue-time.rkt) of a request that has already waited
+;; past max-queue-delay before it arrived: its answer would come too late to matter.
+(define (waited-past? r lim)
+  (define max-delay (limits-max-queue-delay lim))
+  (define start (and max-delay (request-param/scan r #"HTTP_X_REQUEST_START")))
+  (define waited (and start (queue-time-ms start (wall-ms-at (fastcgi-request-start-ms r)))))
+  (and waited (> waited (* 1000.0 max-delay)) waited))
+
 ;; shed! : conn request (-> string) -> #f ; why is made only for the log line
 ;; Answers 503 before any handler ran, as reject! does, but logs at most one line a
 ;; second for all the requests shed in it: an overload must not also flood the log.
@@ -221,6 +232,11 @@
      (shed! c r (λ () (format "~a ms of CPU work ahead, over the ~a ms allowed (max-queue-delay)"
                         (inexact->exact (round (queue-delay-ms srv)))
                         (inexact->exact (round (* 1000 (limits-max-queue-delay lim)))))))]
+    [(waited-past? r lim)
+     => (λ (waited)
+          (shed! c r (λ () (format "waited ~a ms before a worker took it (HTTP_X_REQUEST_START), over the ~a ms allowed (max-queue-delay)"
+                             (inexact->exact (round waited))
+                             (inexact->exact (round (* 1000 (limits-max-queue-delay lim))))))))]
     [else
      (cond
        [(eq? (fastcgi-request-role r) 'authorizer)

@@ -20,10 +20,12 @@
 ;; allocation (bench/OPTIMISATIONS.md, The access log written into its buffer).
 (require ffi/unsafe/atomic
          ffi/unsafe/port
-         racket/date
-         racket/math
          (only-in "ffi.rkt" set-cloexec!)
          "log.rkt")
+;; racket/math's, which would load racket/contract (jsexpr.rkt says why that matters)
+(define (exact-floor x) (inexact->exact (floor x)))
+(define (exact-round x) (inexact->exact (round x)))
+
 (provide open-log-file
          open-log-port
          log-file-write!
@@ -33,7 +35,8 @@
          log-file-close!
          log-lines-dropped
          access-line
-         timestamp)
+         timestamp
+         seconds->iso)
 
 ;; path: #f for a port given by the caller (never reopened or closed here); name: the
 ;; path, or what the port is, for the log's own messages; out: the port (the writer
@@ -170,9 +173,9 @@
     (semaphore-post (log-file-wake lf))))
 
 ;; log-file-write-access! : log-file real (or/c bytes #f) (or/c bytes #f) (or/c bytes #f)
-;;                          any natural real natural -> void
+;;                          any natural real natural [(or/c real #f)] -> void
 ;; The access line of access-line, written into the buffer with its newline.
-(define (log-file-write-access! lf ms client method uri status bytes duration pid)
+(define (log-file-write-access! lf ms client method uri status bytes duration pid [queue #f])
   ;; a field that needs escaping is escaped before, outside atomic mode
   (define c (field client))
   (define m (field method))
@@ -183,15 +186,17 @@
   (cond
     [(full? lf) (drop! lf) (end-atomic)]
     [else
-     (put-access! lf ms head c m u status bytes duration pid)
+     (put-access! lf ms head c m u status bytes duration pid queue)
      (put-byte! lf 10)
      (define after (log-file-fill lf))
      (end-atomic)
      (wake! lf before after)]))
 
-;; put-access! : log-file real bytes bytes bytes bytes any natural real natural -> void
-;; In atomic mode: TIME CLIENT "METHOD URI" STATUS BYTES DURATION-MS PID, fields escaped.
-(define (put-access! lf ms head client method uri status bytes duration pid)
+;; put-access! : log-file real bytes bytes bytes bytes any natural real natural (or/c real #f)
+;;               -> void
+;; In atomic mode: TIME CLIENT "METHOD URI" STATUS BYTES DURATION-MS PID QUEUE-MS, fields
+;; escaped; QUEUE-MS is - when the front passed no time (queue-time.rkt).
+(define (put-access! lf ms head client method uri status bytes duration pid queue)
   (put! lf head)
   (put-decimal! lf (exact-floor (- ms (* 1000 (exact-floor (/ ms 1000))))) 3)
   (put! lf #"Z ")
@@ -205,13 +210,18 @@
   (put-byte! lf 32)
   (put-decimal! lf bytes 1)
   (put-byte! lf 32)
-  ;; milliseconds with two decimals
-  (define hundredths (max 0 (exact-round (* 100 duration))))   ; the wall clock may step back
+  (put-ms! lf duration)
+  (put-byte! lf 32)
+  (put-decimal! lf pid 1)
+  (put-byte! lf 32)
+  (if queue (put-ms! lf queue) (put-byte! lf 45)))
+
+;; put-ms! : log-file real -> void ; milliseconds with two decimals, in atomic mode
+(define (put-ms! lf ms)
+  (define hundredths (max 0 (exact-round (* 100 ms))))   ; the wall clock may step back
   (put-decimal! lf (quotient hundredths 100) 1)
   (put-byte! lf 46)
-  (put-decimal! lf (remainder hundredths 100) 2)
-  (put-byte! lf 32)
-  (put-decimal! lf pid 1))
+  (put-decimal! lf (remainder hundredths 100) 2))
 
 ;; write-loop : log-file -> none
 ;; The writer thread: it writes the buffer when woken, after the delay, or when asked
@@ -340,11 +350,16 @@
 ;; timestamp : real -> string ; 2026-11-20T10:04:05.123Z from milliseconds since the epoch
 (define (timestamp ms)
   (define secs (exact-floor (/ ms 1000)))
+  (string-append (seconds->iso secs) "." (pad (exact-floor (- ms (* secs 1000))) 3) "Z"))
+
+;; seconds->iso : integer -> string ; 2026-11-20T10:04:05, UTC
+(define (seconds->iso secs)
   (define d (seconds->date secs #f))
-  (define (pad n w) (let ([s (number->string n)]) (string-append (make-string (max 0 (- w (string-length s))) #\0) s)))
   (string-append (pad (date-year d) 4) "-" (pad (date-month d) 2) "-" (pad (date-day d) 2)
-                 "T" (pad (date-hour d) 2) ":" (pad (date-minute d) 2) ":" (pad (date-second d) 2)
-                 "." (pad (exact-floor (- ms (* secs 1000))) 3) "Z"))
+                 "T" (pad (date-hour d) 2) ":" (pad (date-minute d) 2) ":" (pad (date-second d) 2)))
+
+;; pad : natural natural -> string ; zeros on the left up to w digits
+(define (pad n w) (let ([s (number->string n)]) (string-append (make-string (max 0 (- w (string-length s))) #\0) s)))
 
 ;; field : (or/c bytes #f) -> bytes ; escaped, a double quote too, "-" when absent
 ;; (as is when it has nothing to escape: printable ASCII with no backslash or quote)
@@ -355,18 +370,18 @@
     [else (string->bytes/latin-1 (regexp-replace* #rx"\"" (log-escape v) "\\\\x22"))]))
 
 ;; access-line : real (or/c bytes #f) (or/c bytes #f) (or/c bytes #f) any natural real natural
-;;               -> bytes
-;; TIME CLIENT "METHOD URI" STATUS BYTES DURATION-MS PID
-;; e.g. 2026-11-20T10:04:05.123Z 192.0.2.7 "GET /a?b=1" 200 1432 0.84 12345
+;;               [(or/c real #f)] -> bytes
+;; TIME CLIENT "METHOD URI" STATUS BYTES DURATION-MS PID QUEUE-MS
+;; e.g. 2026-11-20T10:04:05.123Z 192.0.2.7 "GET /a?b=1" 200 1432 0.84 12345 3.10
 ;; The line log-file-write-access! writes, as bytes (made by the same code).
-(define (access-line ms client method uri status bytes duration pid)
+(define (access-line ms client method uri status bytes duration pid [queue #f])
   (define scratch (new-log-file #:size 256 #:spare? #f #:max-bytes +inf.0))
   (define head (second-head ms))
   (define c (field client))
   (define m (field method))
   (define u (field uri))
   (start-atomic)
-  (put-access! scratch ms head c m u status bytes duration pid)
+  (put-access! scratch ms head c m u status bytes duration pid queue)
   (end-atomic)
   (subbytes (log-file-buf scratch) 0 (log-file-fill scratch)))
 

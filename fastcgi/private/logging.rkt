@@ -4,8 +4,7 @@
 ;; Messages of the `fastcgi` topic are escaped where they are made; every other topic's
 ;; message is escaped here (log-escape), so an application that logs untrusted text
 ;; cannot forge or split a line either.
-(require racket/date
-         "log-file.rkt"
+(require "log-file.rkt"
          "log.rkt")
 (provide start-stderr-logging!
          flush-logging)
@@ -51,9 +50,8 @@
 
 ;; line-bytes : symbol string -> bytes ; time, level, tag, message
 (define (line-bytes level msg)
-  (define d (seconds->date (current-seconds) #f))
   (string->bytes/utf-8
-   (string-append (parameterize ([date-display-format 'iso-8601]) (date->string d #t))
+   (string-append (seconds->iso (current-seconds))
                   " " (symbol->string level) line-tag " " msg)))
 
 (define line-tag "")

@@ -9,6 +9,7 @@
          "manager-reports.rkt"
          "manager-state.rkt"
          "manager-workers.rkt"
+         "metrics.rkt"
          "signals.rkt")
 (provide exited!)
 
@@ -23,6 +24,10 @@
   (total-add! m 'slow_requests (worker-slow w))
   (total-add! m 'shed_requests (worker-shed w))
   (total-add! m 'log_dropped (worker-log-dropped w))
+  (when (worker-metrics w)
+    (define gone (hash-ref (manager-totals m) 'metrics #f))
+    (hash-set! (manager-totals m) 'metrics
+               (if gone (metrics-merge gone (worker-metrics w)) (worker-metrics w))))
   (define status (subprocess-status (worker-sp w)))
   (define now (now-ms))
   (define why (or (worker-failure w) (describe-status status)))

@@ -6,6 +6,7 @@
 (require "config.rkt"
          "control.rkt"
          "log.rkt"
+         "manager-notify.rkt"
          "manager-state.rkt"
          "manager-workers.rkt"
          "pm.rkt"
@@ -34,6 +35,7 @@
   (define gen (manager-gen m))
   (define n (pm-reload-count (manager-plan m) (length (serving m gen))))
   (log-fastcgi-info "reload: starting generation ~a (~a workers)" (add1 gen) n)
+  (notify-reloading! m)
   (cond
     [(zero? n) (set-manager-gen! m (add1 gen)) (reload-settled! m #f)]
     [else
@@ -49,6 +51,7 @@
   (set-manager-reload-settled! m (manager-reload-covers m))
   (set-manager-last-reload-error! m failure)
   (total-add! m (if failure 'reload_failures 'reloads) 1)
+  (notify-reload-settled! m)
   (when (and (manager-reload-pending? m) (not (manager-stopping? m))) (start-reload! m)))
 
 ;; reread-secret! : manager -> void ; a file that cannot be read keeps the secret read before

@@ -31,7 +31,9 @@
 ;; has ended. heard-ms: when its last line came. late: #f, #t (silent past the late
 ;; threshold), or 'killed. recycle: why it waits to be replaced, or #f. The counters
 ;; (requests active connections slow shed queue-delay sessions log-dropped) are its last
-;; stat line's; rss its resident memory as last read.
+;; stat line's; rss its resident memory as last read; metrics its last metrics line's (a
+;; metrics, metrics.rkt), or #f; max-requests the limit it drew (its limit line), or #f;
+;; idle-gcs the collections it ran between requests (its idle-gc line).
 (struct worker (id sp pid gen started-ms
                 [state #:mutable] [ready-ms #:mutable]
                 [requests #:mutable] [active #:mutable] [connections #:mutable] [slow #:mutable]
@@ -39,7 +41,8 @@
                 [rss #:mutable] [drain-deadline #:mutable] [recycle #:mutable]
                 [last-busy-ms #:mutable] [retiring? #:mutable] [control #:mutable]
                 [failure #:mutable] [reports-done? #:mutable] [log-dropped #:mutable]
-                [heard-ms #:mutable] [late #:mutable])
+                [heard-ms #:mutable] [late #:mutable] [metrics #:mutable]
+                [max-requests #:mutable] [idle-gcs #:mutable])
   #:transparent)
 
 ;; make-worker : #:id natural #:process subprocess #:generation natural #:now flonum -> worker
@@ -51,7 +54,8 @@
           #f #f #f
           now #f #f
           #f #f 0
-          now #f))
+          now #f #f
+          #f 0))
 
 ;; The pool. Fixed at start: config (serve-config), pid, plan (pm-plan), listener and
 ;; address (the listening socket; listen-port: it as a port, for the workers' fd 0), control (the control socket's listener), prefix (its
@@ -70,6 +74,7 @@
 ;; its own ask), last-reload-error (#f when the last one worked). The status:
 ;; max-active, last-board and last-board-ms (the board last published), last-memory-ms
 ;; (when resident memory was last read), files-ok? (the status file could be written).
+;; notify: what the manager tells systemd (manager-notify.rkt), or #f without NOTIFY_SOCKET.
 (struct manager (config pid plan listener address listen-port control prefix pid-file scoreboard
                         messages start-ms relay-key workers totals cut
                         [secret #:mutable] [gen #:mutable] [next-id #:mutable] [stopping? #:mutable]
@@ -78,7 +83,7 @@
                         [reload-gen #:mutable] [reload-pending? #:mutable] [reload-asks #:mutable]
                         [reload-covers #:mutable] [reload-settled #:mutable] [last-reload-error #:mutable]
                         [max-active #:mutable] [last-board #:mutable] [last-board-ms #:mutable]
-                        [last-memory-ms #:mutable] [files-ok? #:mutable]))
+                        [last-memory-ms #:mutable] [files-ok? #:mutable] [notify #:mutable]))
 
 ;; make-manager : keyword ... -> manager ; the pool as it starts: no worker, generation 1
 (define (make-manager #:config config #:pid pid #:plan plan #:listener listener
@@ -95,7 +100,7 @@
            #f #f 0
            0 0 #f
            0 #f 0.
-           -inf.0 #t))
+           -inf.0 #t #f))
 
 ;; manager-cfg : manager (serve-config -> any) -> any ; an option's value
 (define (manager-cfg m get) (get (manager-config m)))

@@ -4,12 +4,13 @@
 ;; it over the control socket: manager-reports.rkt) and, with --pid-file, written to the
 ;; status file that `raco fastcgi ctl` reads, with the pid file written again if a cleanup
 ;; of its folder removed it.
-(require json
+(require "jsexpr.rkt"
          "clock.rkt"
          "config.rkt"
          (only-in "log-file.rkt" log-lines-dropped)
          "log.rkt"
          "manager-state.rkt"
+         "metrics.rkt"
          "pm.rkt"
          "pool-status.rkt"
          "transport.rkt")
@@ -51,6 +52,7 @@
   (call-with-output-file file #:exists 'truncate (λ (out) (fprintf out "~a\n" pid))))
 
 ;; make-board : manager flonum -> hash
+;; The pool's request metrics are those of its workers and of the workers gone before.
 (define (make-board m now)
   (define ws (sort (live-workers m) < #:key worker-id))
   (define totals (manager-totals m))
@@ -58,7 +60,8 @@
   (define (count ok?) (for/sum ([w (in-list ws)]) (if (ok? w) 1 0)))
   (define (total k [f #f]) (+ (hash-ref totals k 0) (if f (sum f) 0)))
   (define start-ms (manager-start-ms m))
-  (hasheq 'pool (path->string (file-name-from-path* (manager-cfg m serve-config-app)))
+  (with-metrics
+   (hasheq 'pool (path->string (file-name-from-path* (manager-cfg m serve-config-app)))
           'pm (symbol->string (pm-plan-kind (manager-plan m)))
           'listen (manager-address m)
           'master_pid (manager-pid m)
@@ -89,11 +92,13 @@
           'last_reload_error (or (manager-last-reload-error m) (json-null))
           'start_failures (manager-failures m)
           'last_start_error (or (manager-last-start-error m) (json-null))
-          'workers (for/list ([w (in-list ws)]) (worker-board w now))))
+          'workers (for/list ([w (in-list ws)]) (worker-board w now)))
+   (filter values (cons (hash-ref totals 'metrics #f) (map worker-metrics ws)))))
 
 ;; worker-board : worker flonum -> hash ; one worker's line of the board
 (define (worker-board w now)
-  (hasheq 'pid (worker-pid w)
+  (with-metrics
+   (hasheq 'pid (worker-pid w)
           'state (symbol->string
                   (cond
                     [(worker-late w) 'late]
@@ -107,8 +112,11 @@
           'shed (worker-shed w)
           'queue_delay (worker-queue-delay w)
           'memory (or (worker-rss w) (json-null))
+          'max_requests (or (worker-max-requests w) (json-null))
+          'idle_collections (worker-idle-gcs w)
           'start_time (/ (round (wall-ms-at (worker-started-ms w))) 1000.)
-          'uptime (exact-floor (/ (- now (worker-started-ms w)) 1000))))
+          'uptime (exact-floor (/ (- now (worker-started-ms w)) 1000)))
+   (if (worker-metrics w) (list (worker-metrics w)) '())))
 
 ;; exact-floor : real -> integer
 (define (exact-floor x) (inexact->exact (floor x)))

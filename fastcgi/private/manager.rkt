@@ -22,14 +22,15 @@
 ;;   manager-status.rkt    the board, the status file and the pid file
 (require ffi/unsafe/port
          racket/list
-         racket/os
-         racket/random
+         (only-in "ffi.rkt" [c-getpid getpid])
+         "entropy.rkt"
          "clock.rkt"
          "config.rkt"
          "control.rkt"
          "log.rkt"
          "logging.rkt"
          "manager-exits.rkt"
+         "manager-notify.rkt"
          "manager-reload.rkt"
          "manager-reports.rkt"
          "manager-state.rkt"
@@ -50,6 +51,8 @@
   ;; before any subprocess: see signals.rkt
   (define usr1-evt (block-signals! (list SIGUSR1)))
   (define m (start! cfg))
+  ;; before the first worker: they must not inherit NOTIFY_SOCKET
+  (open-manager-notify! m)
   (start-control-thread! m)
   (define plan (manager-plan m))
   (log-fastcgi-info "listening on ~a (manager of ~a; ~a)" (manager-address m) (serve-config-app cfg)
@@ -60,10 +63,12 @@
     (handle-event! m ev)
     ;; a changed pool is published at once (the status shows a replaced worker at once)
     (when (memq (first ev) '(exit reload stop pending)) (publish! m (now-ms)))
+    (notify-tick! m (now-ms) (* 1000 tick-seconds))
     (cond
       [(and (manager-stopping? m) (zero? (hash-count (manager-workers m))))
        (log-fastcgi-info "stopped")
        (clean-up! m)
+       (close-manager-notify! m)
        (exit 0)]
       [(eq? (first ev) 'tick) (loop (+ (now-ms) (* 1000 tick-seconds)))]
       [else (loop next-tick)])))
@@ -80,8 +85,8 @@
   ;; of --secret-file (read again at each reload), else one for the manager's life. The
   ;; workers have it from their control connection (control.rkt), as the relay key.
   (define secret-file (serve-config-secret-file cfg))
-  (define secret (if secret-file (read-secret* secret-file) (crypto-random-bytes 32)))
-  (define relay-key (crypto-random-bytes 16))
+  (define secret (if secret-file (read-secret* secret-file) (random-bytes 32)))
+  (define relay-key (random-bytes 16))
   (define listener
     (with-handlers ([exn:fail? (λ (e) (raise-user-error 'raco-fastcgi "~a" (exn-message e)))])
       (listener-for (serve-config-listen cfg) (serve-config-listener-options cfg))))
@@ -153,5 +158,6 @@
      (set-manager-stopping?! m #t)
      (log-fastcgi-info "stopping: workers finish in-flight requests (up to ~a s)"
                        (serve-config-graceful-timeout (manager-config m)))
+     (notify-stopping! m)
      (listener-close! (manager-listener m))           ; no new connections; the socket file goes
      (for ([w (in-list (live-workers m))]) (drain! m w "stop"))]))

@@ -3,10 +3,11 @@
 ;; manager rewrites while something changes) and as people and programs read it: plain
 ;; text, JSON, OpenMetrics (Prometheus) and an HTML page that refreshes itself.
 ;; Rendering only: no I/O but reading the scoreboard file.
-(require json
+(require "jsexpr.rkt"
          racket/list
          racket/string
-         xml)
+         "xexpr.rkt"
+         "status-metrics.rkt")
 (provide read-scoreboard
          write-scoreboard!
          status-format
@@ -127,6 +128,8 @@
 ;; render-openmetrics : hash -> bytes
 ;; Counters get the _total suffix on their sample; every family has HELP and TYPE; the
 ;; exposition ends with # EOF. Absent values (a unix socket's listen queue) are left out.
+;; The request metrics' families come from status-metrics.rkt; a worker's series are labelled
+;; with its pid and generation.
 (define (render-openmetrics board)
   (define out (open-output-string))
   (define pool (escape-label (value->string (hash-ref board 'pool ""))))
@@ -137,19 +140,27 @@
       (fprintf out "# HELP ~a ~a\n# TYPE ~a ~a\n~a~a{pool=\"~a\"} ~a\n"
                name (fifth t) name (fourth t) name
                (if (eq? (fourth t) 'counter) "_total" "") pool v)))
+  (write-metric-families out board (format "pool=\"~a\"" pool))
   (define workers (hash-ref board 'workers '()))
+  ;; worker-labels : hash -> string ; pool, pid and (when known) generation
+  (define (worker-labels w)
+    (format "pool=\"~a\",pid=\"~a\"~a" pool (hash-ref w 'pid 0)
+            (let ([g (hash-ref w 'generation #f)]) (if (real? g) (format ",generation=\"~a\"" g) ""))))
   (for ([m (in-list '((requests "fastcgi_worker_requests" counter "Requests handed to the app by the worker")
                       (active "fastcgi_worker_active" gauge "Requests the worker handles now")
                       (sessions "fastcgi_worker_sessions" gauge "Servlet sessions (instances holding continuations) alive in the worker")
                       (shed "fastcgi_worker_shed" counter "Requests the worker answered 503 because it was overloaded")
-                      (queue_delay "fastcgi_worker_queue_delay_milliseconds" gauge "How long a runnable thread of the worker waits for the CPU (smoothed)")
+                      (queue_delay "fastcgi_worker_queue_delay_seconds" gauge "How long a runnable thread of the worker waits for the CPU (smoothed)" 1000)
                       (memory "fastcgi_worker_memory_bytes" gauge "Resident memory of the worker")))])
     (fprintf out "# HELP ~a ~a\n# TYPE ~a ~a\n" (second m) (fourth m) (second m) (third m))
     (for ([w (in-list workers)])
-      (define v (hash-ref w (first m) (json-null)))
+      ;; a fifth element: the board's value is in that many of the family's unit (ms: 1000)
+      (define v (let ([v (hash-ref w (first m) (json-null))])
+                  (if (and (real? v) (> (length m) 4)) (/ v (exact->inexact (fifth m))) v)))
       (when (real? v)
-        (fprintf out "~a~a{pool=\"~a\",pid=\"~a\"} ~a\n" (second m)
-                 (if (eq? (third m) 'counter) "_total" "") pool (hash-ref w 'pid 0) v))))
+        (fprintf out "~a~a{~a} ~a\n" (second m)
+                 (if (eq? (third m) 'counter) "_total" "") (worker-labels w) v))))
+  (write-worker-metric-families out (for/list ([w (in-list workers)]) (cons (worker-labels w) w)))
   (fprintf out "# EOF\n")
   (string->bytes/utf-8 (get-output-string out)))
 
@@ -171,11 +182,14 @@
                      "th,td{padding:.3em .8em;border-bottom:1px solid #ddd;text-align:left}"
                      "td.n{text-align:right;font-variant-numeric:tabular-nums}"
                      ".busy{color:#b35900;font-weight:bold}.idle{color:#2a7a2a}"
-                     ".draining,.starting{color:#777}.late{color:#b00000;font-weight:bold}")))
+                     ".draining,.starting{color:#777}.late{color:#b00000;font-weight:bold}"
+                     "table.chart td{border:none;padding:.1em .4em}table.chart td:nth-child(2){width:24em}"
+                     "div.bar{background:#4a7ab5;height:1em;min-width:1px}")))
       (body
        (h1 ,(format "fastcgi pool ~a" (value->string (hash-ref board 'pool ""))))
        (table ,@(for/list ([t (in-list totals)] #:unless (memq (first t) '(pool)))
                   (row (second t) (hash-ref board (first t) (json-null)))))
+,@(latency-chart board)
        (h2 "Workers")
        (table
         (tr ,@(for/list ([c (in-list worker-columns)]) `(th ,(second c))))

@@ -3,16 +3,14 @@
 ;; the app): the files it will write can be opened, its listen address makes sense. Each
 ;; problem is one line for the operator (a user error naming the option), never a stack
 ;; trace, and a check leaves nothing behind.
-(require racket/contract/base
-         "config.rkt"
+(require "config.rkt"
          "ffi.rkt"
          "transport.rkt")
 (provide
- (contract-out
-  [check-writable-file! (-> string? path-string? void?)]
-  [check-serve-paths! (->* (serve-config?) (#:pid-file? boolean?) void?)]
-  [check-listen-address! (-> serve-config? string?)]
-  [filesystem-reason (-> exn? string?)]))
+ check-writable-file!
+ check-serve-paths!
+ check-listen-address!
+ filesystem-reason)
 
 ;; check-writable-file! : string path-string -> void
 ;; Opens the file for appending and closes it again; a file that was not there before is

@@ -1,9 +1,16 @@
 #lang racket/base
-;; The module `raco fastcgi` instantiates (see info.rkt): hands the arguments to the CLI.
-;; The CLI prints the `fastcgi` log itself, with timestamps; the root logger's default
-;; stderr receiver would print every error line a second time, so the CLI's modules are
-;; loaded under a logger of their own, with no parent.
-(require racket/runtime-path)
-(define-runtime-path cli "cli.rkt")
-(parameterize ([current-logger (make-logger #f #f)])
-  ((dynamic-require cli 'main) (current-command-line-arguments)))
+;; The module `raco fastcgi` instantiates (see info.rkt): hands the arguments to the CLI
+;; (cli-run.rkt). `serve` first leaves raco's process for a fresh racket running the same
+;; command line (exec.rkt says why); should that fail, it runs here.
+(require compiler/find-exe
+         racket/runtime-path
+         "cli-run.rkt"
+         "exec.rkt")
+
+(define-runtime-path cli-run "cli-run.rkt")
+
+(let ([argv (current-command-line-arguments)])
+  (when (and (positive? (vector-length argv)) (equal? (vector-ref argv 0) "serve"))
+    (define racket (find-exe))
+    (when racket (exec-racket! racket cli-run (vector->list argv))))
+  (run-cli argv))

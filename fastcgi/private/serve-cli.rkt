@@ -4,16 +4,28 @@
 ;; (config.rkt, which states every default; the --help texts that name a default take it
 ;; from there or from limits.rkt), then run by the manager, the single process or --check.
 (require racket/cmdline
-         "check.rkt"
+         racket/runtime-path
          "cli-args.rkt"
          "config.rkt"
          "limits.rkt"
-         "manager.rkt"
-         "worker.rkt")
-(provide handle-serve)
+         "manager.rkt")
+(provide handle-serve
+         parse-serve-argv
+         check-pool!)
 
 ;; handle-serve : (vectorof string) -> none
 (define (handle-serve argv)
+  (define-values (cfg modes) (parse-serve-argv argv))
+  (define single? (hash-ref modes 'single? #f))
+  (unless single? (check-pool! cfg))
+  (cond
+    [(hash-ref modes 'check? #f) ((dynamic-require check-module 'check-serve) cfg)]
+    [single? ((dynamic-require worker-module 'run-single) cfg)]
+    [else (run-manager cfg)]))
+
+;; parse-serve-argv : (vectorof string) -> (values serve-config (hash/c symbol #t))
+;; The configuration the command line gives, and its modes ('single? 'check?).
+(define (parse-serve-argv argv)
   (define given (make-hasheq))                 ; serve-config field -> value
   (define limit-args (make-hasheq))            ; make-limits keyword name -> value
   (define modes (make-hasheq))                 ; 'single? 'check? -> #t
@@ -33,13 +45,12 @@
     (raise-user-error 'raco-fastcgi "application file not found: ~a" app))
   (put! 'app (path->string app-path))
   (put! 'limits (hash->limits limit-args))
-  (define cfg (hash->serve-config given))
-  (define single? (hash-ref modes 'single? #f))
-  (unless single? (check-pool! cfg))
-  (cond
-    [(hash-ref modes 'check? #f) (check-serve cfg)]
-    [single? (run-single cfg)]
-    [else (run-manager cfg)]))
+  (values (hash->serve-config given) modes))
+
+;; --check and --single load the app, so they need the worker's modules; the manager, which
+;; runs as long as the pool does, never loads them (each process holds what it loads).
+(define-runtime-path check-module "check.rkt")
+(define-runtime-path worker-module "worker.rkt")
 
 ;; hash->limits : (hash/c symbol any) -> limits ; make-limits with these keyword arguments
 (define (hash->limits h)
@@ -56,6 +67,9 @@
   (define max-workers (serve-config-max-workers cfg))
   (unless (<= min-spare max-spare)
     (raise-user-error 'raco-fastcgi "--min-spare (~a) must not exceed --max-spare (~a)" min-spare max-spare))
+  (when (and (positive? (serve-config-max-requests-jitter cfg)) (not (serve-config-max-requests cfg)))
+    (raise-user-error 'raco-fastcgi "--max-requests-jitter (~a) needs --max-requests"
+                      (serve-config-max-requests-jitter cfg)))
   (let ([soft (serve-config-max-memory cfg)] [hard (serve-config-max-memory-hard cfg)])
     (when (and soft hard (< hard soft))
       (raise-user-error 'raco-fastcgi "--max-memory-hard (~a) must not be below --max-memory (~a)" hard soft)))
@@ -122,12 +136,20 @@
                 "secs"))
     (list '("--max-requests") (λ (_ n) (put! 'max-requests (count-arg "--max-requests" n)))
           '("Replace a worker after it took N requests (default: never)" "n"))
+    (list '("--max-requests-jitter") (λ (_ n) (put! 'max-requests-jitter (natural-arg "--max-requests-jitter" n)))
+          (list (list "With --max-requests: each worker draws its limit in [max-requests, max-requests + N]"
+                      (format "when it starts, so that workers started together are not replaced together (default ~a)"
+                              (default serve-config-max-requests-jitter)))
+                "n"))
     (list '("--max-memory") (λ (_ size) (put! 'max-memory (size-arg "--max-memory" size)))
           '("Replace a worker whose resident memory passes SIZE, e.g. 512m (default: never)" "size"))
     (list '("--max-memory-hard") (λ (_ size) (put! 'max-memory-hard (size-arg "--max-memory-hard" size)))
           '(("Stop a worker whose resident memory passes SIZE at once, without waiting for its"
              "requests: SIGTERM, then SIGKILL 1 s later (default: 2 x --max-memory)")
             "size"))
+    (list '("--gc-when-idle") (λ (_) (put! 'gc-when-idle #t))
+          '(("Run a worker's major garbage collection between requests, once it is idle and its memory"
+             "has grown most of the way to where the runtime would run it, maybe during a request (default: off)")))
     (list '("--graceful-timeout") (λ (_ secs) (put! 'graceful-timeout (seconds-arg "--graceful-timeout" secs)))
           (list (format "Seconds to finish in-flight requests on stop and reload (default ~a)"
                         (default serve-config-graceful-timeout))

@@ -19,7 +19,7 @@
 ;;   - `exit` in a servlet ends its request, not the worker (contain.rkt, as for any handler).
 (require file/sha1
          net/url
-         racket/lazy-require
+         "lazy.rkt"
          web-server/http/request-structs
          (only-in (submod web-server/http/request-structs private) [request-uri request-uri/raw])
          web-server/http/bindings
@@ -37,10 +37,10 @@
 
 ;; The stateless machinery (serializable continuations, stuffers) loads only for a
 ;; stateless servlet.
-(lazy-require [web-server/servlet/web (adjust-timeout!)]
-              [web-server/lang/web (make-stateless-servlet initialize-servlet)]
-              [web-server/managers/none (create-none-manager)]
-              [web-server/stuffers/stuffer (make-stuffer stuffer-in stuffer-out)])
+(define-lazy web-server/servlet/web adjust-timeout!)
+(define-lazy web-server/lang/web make-stateless-servlet initialize-servlet)
+(define-lazy web-server/managers/none create-none-manager)
+(define-lazy web-server/stuffers/stuffer make-stuffer stuffer-in stuffer-out)
 
 ;; A loaded servlet. kind: 'start (a module that provides only start), 'plain (the same,
 ;; in a process where no continuation can be captured), 'v1, 'v2 or 'stateless.
@@ -340,7 +340,7 @@
        ((stuffer-out inner) (cadr m))))))
 
 
-;; default-stuffer : -> stuffer ; web-server's (a value: lazy-require takes procedures)
+;; default-stuffer : -> stuffer ; web-server's (a value: define-lazy takes procedures)
 (define (default-stuffer) (dynamic-require 'web-server/lang/stuff-url 'default-stuffer))
 
 ;; crypto-random-bytes* : natural -> bytes

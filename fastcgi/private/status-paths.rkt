@@ -3,8 +3,8 @@
 ;; path (the pool's status, rendered by pool-status.rkt in the format the query asks for)
 ;; and the ping path, with their CGI heads from cgi.rkt; and the status board of a
 ;; single-process server, which has no manager to keep one.
-(require json
-         (only-in racket/os getpid)
+(require "jsexpr.rkt"
+         (only-in "ffi.rkt" [c-getpid getpid])
          (only-in "cgi.rkt" cgi-head status-page)
          "clock.rkt"
          "config.rkt"
@@ -16,15 +16,19 @@
 (provide wrap-status-paths
          single-board)
 
-;; single-board : server serve-config flonum -> hash ; the status of a single-process server
-(define (single-board srv cfg start-ms)
+;; single-board : server serve-config flonum [hash] -> hash
+;; The status of a single-process server; mjs: its request metrics (metrics->jsexpr), on the
+;; pool and on its one worker.
+(define (single-board srv cfg start-ms [mjs (hasheq)])
   (define now (now-ms))
   (define stats (server-stats srv))
   (define running (unbox (server-running srv)))
   (define rss (let ([m (with-handlers ([exn:fail? (λ (e) #f)])
                          (regexp-match #rx"VmRSS:[ \t]*([0-9]+) kB" (call-with-input-file "/proc/self/status" port->string*)))])
                 (and m (* 1024 (string->number (cadr m))))))
-  (hasheq 'pool (let-values ([(b n d) (split-path (serve-config-app cfg))]) (path->string n))
+  (define (with-metrics h) (for/fold ([h h]) ([(k v) (in-hash mjs)]) (hash-set h k v)))
+  (with-metrics
+   (hasheq 'pool (let-values ([(b n d) (split-path (serve-config-app cfg))]) (path->string n))
           'pm "single" 'listen (or (serve-config-listen cfg) "inherited") 'master_pid (getpid)
           'start_time (inexact->exact (floor (/ (wall-ms-at start-ms) 1000)))
           'uptime (inexact->exact (floor (/ (- now start-ms) 1000)))
@@ -37,13 +41,14 @@
           'total_workers 1 'max_active_workers 1 'max_workers_reached 0
           'slow_requests 0 'shed_requests (hash-ref stats 'shed 0) 'restarts 0 'recycled 0 'reloads 0 'reload_failures 0
           'log_dropped (log-lines-dropped)
-          'workers (list (hasheq 'pid (getpid) 'state (if (positive? running) "busy" "idle")
+          'workers (list (with-metrics
+                         (hasheq 'pid (getpid) 'state (if (positive? running) "busy" "idle")
                                  'generation 1 'requests (hash-ref stats 'requests 0)
                                  'active running 'connections (hash-ref stats 'connections 0)
                                  'shed (hash-ref stats 'shed 0)
                                  'queue_delay (inexact->exact (round (queue-delay-ms srv)))
                                  'memory (or rss (json-null))
-                                 'uptime (inexact->exact (floor (/ (- now start-ms) 1000)))))))
+                                 'uptime (inexact->exact (floor (/ (- now start-ms) 1000)))))))))
 
 ;; port->string* : input-port -> string
 (define (port->string* in)

@@ -12,24 +12,19 @@
 ;; server, at its next request: server-on-next-request!); timer-wake! (that semaphore)
 ;; wakes it. A timer whose only pending tasks are far apart lets Racket's scheduler wait
 ;; without polling.
-(require racket/contract/base
-         ffi/unsafe/atomic
+(require ffi/unsafe/atomic
          "clock.rkt"
          "log.rkt")
-(provide (contract-out
-          [make-timer (-> timer?)]
-          [timer? (-> any/c boolean?)]
-          [timer-every! (->* (timer? (and/c real? positive?) (-> any/c))
-                             (#:quiet-limit (or/c #f exact-positive-integer?)
-                              #:sleep (-> semaphore? boolean?))
-                             void?)]
-          [timer-at! (-> timer? real? (-> any/c) task?)]
-          [timer-cancel! (-> timer? task? void?)]
-          [timer-start! (-> timer? void?)]
-          [timer-stop! (-> timer? void?)]
-          [timer-wake! (-> timer? void?)]
-          [next-due (-> (listof task?) real?)]
-          [due-tasks (-> (listof task?) real? (listof task?))])
+(provide make-timer
+         timer?
+         timer-every!
+         timer-at!
+         timer-cancel!
+         timer-start!
+         timer-stop!
+         timer-wake!
+         next-due
+         due-tasks
          task?
          (rename-out [make-task* make-task]))
 

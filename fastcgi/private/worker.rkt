@@ -4,7 +4,10 @@
 ;; ping paths (status-paths.rkt), and reports to the manager over its private control socket (control.rkt;
 ;; not stdout, which the application may print to), which first gives it the keys:
 ;;   hello PID   then   ready   then   stat REQUESTS ACTIVE CONNECTIONS SLOW SHED QUEUE-DELAY
-;;   SESSIONS LOG-DROPPED   when they change
+;;   SESSIONS LOG-DROPPED   when they change, and   metrics ...   (metrics.rkt's line) after
+;;   requests were answered
+;;   limit N   before ready, with --max-requests: the limit this worker drew (recycle-limit.rkt)
+;;   idle-gc N   with --gc-when-idle, after each collection it ran between requests (idle-gc.rkt)
 ;;   recycle REASON   once, when it wants to be replaced (max-requests)
 ;;   failed REASON    instead of ready, when it cannot start (escaped: one line), then exits 3
 ;;   beat   every second once ready: a worker that falls silent is replaced (manager-watch.rkt).
@@ -12,12 +15,13 @@
 ;; exit 0. SIGHUP: reopen the log files (the manager forwards its SIGUSR1 this way).
 ;; It also stops when the manager goes away (its socket closes, or the parent-death signal).
 ;; Started through worker-main.rkt with its configuration, a serve-config (config.rkt).
-(require racket/lazy-require
-         racket/os
+(require "lazy.rkt"
+         (only-in "ffi.rkt" [c-getpid getpid])
          "app.rkt"
          "clock.rkt"
          "config.rkt"
          "handover.rkt"
+         "idle-gc.rkt"
          (only-in "connection.rkt" queue-delay-ms)
          (only-in "ffi.rkt" close-on-exec-all!)
          "control.rkt"
@@ -25,7 +29,10 @@
          "log-file.rkt"
          "log.rkt"
          "logging.rkt"
+         "metrics.rkt"
          "preflight.rkt"
+         "queue-time.rkt"
+         "recycle-limit.rkt"
          "request.rkt"
          "server.rkt"
          "signals.rkt"
@@ -35,9 +42,9 @@
          "transport.rkt"
          "wire.rkt")
 ;; Loaded for a servlet only (they load web-server).
-(lazy-require ["relay.rkt" (make-routing-handler)]
-              ["servlet.rkt" (loaded-servlet-sessions)]
-              ["sessions.rkt" (routed-manager-sweep!)])
+(define-lazy "relay.rkt" make-routing-handler)
+(define-lazy "servlet.rkt" loaded-servlet-sessions)
+(define-lazy "sessions.rkt" routed-manager-sweep!)
 (provide run-worker
          run-single
          load-configured-app)
@@ -77,7 +84,7 @@
     (flush-logging)
     (exit 3))
   (define a (with-handlers ([exn:fail? (λ (e) (fail! (log-escape (exn-message e))))])
-              (serve-app cfg (listener-for #f)
+              (serve-app cfg (listener-for #f) (make-metrics)
                          #:secret secret #:relay-key relay-key
                          #:report report!
                          #:board (λ (srv) (ask-board control 2))
@@ -87,8 +94,10 @@
                             (running-server-adopt (app-running a)))
   ;; the runtime's own descriptors too: a handler's subprocess holds none of ours
   (close-on-exec-all!)
+  (define limit (draw-request-limit (serve-config-max-requests cfg) (serve-config-max-requests-jitter cfg)))
+  (when limit (report! "limit ~a" limit))
   (report! "ready")
-  (thread (λ () (report-loop a (serve-config-max-requests cfg) report!)))
+  (thread (λ () (report-loop a limit report!)))
   (thread (λ () (heartbeat report!)))
   ;; the manager is gone when its end of the control socket closes
   ;; and it asks a worker it replaces to retire with a "retire ID ..." line, naming the
@@ -122,9 +131,10 @@
   (define l (with-handlers ([exn:fail? (λ (e) (raise-user-error 'raco-fastcgi "~a" (exn-message e)))])
               (listener-for (serve-config-listen cfg) (serve-config-listener-options cfg))))
   (define start-ms (now-ms))
-  (define a (serve-app cfg l
+  (define metrics (make-metrics))
+  (define a (serve-app cfg l metrics
                        #:report void
-                       #:board (λ (srv) (single-board srv cfg start-ms))
+                       #:board (λ (srv) (single-board srv cfg start-ms (metrics->jsexpr metrics)))
                        ;; the socket was bound first (its errors come before a long
                        ;; load): a start that cannot work leaves no socket behind
                        #:on-load-failure (λ (msg) (listener-close! l) (raise-user-error 'raco-fastcgi "~a" msg))))
@@ -136,15 +146,24 @@
 ;; A running app: the server, its slow-request count and its log files; for a servlet
 ;; that keeps continuations in a pool of workers, the server on the worker's private socket
 ;; (relay.rkt) and the routed manager with the live-session count (a box, as of the last
-;; sweep); the last stat line reported (a box).
-(struct app (running slow access slow-log private sessions last-stat))
+;; sweep); the last stat line reported (a box); the request metrics (metrics.rkt) and how
+;; many requests they had when last reported (a box).
+(struct app (running slow access slow-log private sessions last-stat metrics last-observed)
+  #:constructor-name new-app)
+
+;; make-app : keyword ... -> app ; one that has reported nothing yet
+(define (make-app #:running running #:slow slow #:access access #:slow-log slow-log
+                  #:private private #:sessions sessions #:metrics metrics)
+  (new-app running slow access slow-log private sessions (box #f) metrics (box 0)))
 ;; app-server : app -> server
 (define (app-server a) (running-server-server (app-running a)))
 
-;; serve-app : serve-config listener #:secret #:relay-key #:report #:board #:on-load-failure -> app
-;; Loads the app and serves it on the listener, with the access and slow logs and the
-;; status and ping paths. A worker has the secret and the relay key from the manager.
-(define (serve-app cfg listener #:secret [secret #f] #:relay-key [relay-key #f]
+;; serve-app : serve-config listener metrics #:secret #:relay-key #:report #:board #:on-load-failure
+;;             -> app
+;; Loads the app and serves it on the listener, with the request metrics, the access and
+;; slow logs and the status and ping paths. A worker has the secret and the relay key from
+;; the manager.
+(define (serve-app cfg listener metrics #:secret [secret #f] #:relay-key [relay-key #f]
                    #:report report! #:board board #:on-load-failure fail)
   (define lim (serve-config-limits cfg))
   (define-values (app-handler roles servlet) (load-configured-app cfg fail #:secret secret))
@@ -178,11 +197,11 @@
                            listener #:roles roles #:limits lim
                            #:allowed-clients (let ([a (serve-config-allowed-clients cfg)])
                                                (and a (parse-allowed-clients a)))
-                           ;; no observer without an access log: nothing more per request
-                           #:observer (and access (make-access-observer access))))
+                           #:observer (make-observer metrics access)))
   (set-box! srv-box (running-server-server rs))
   (define sessions (box 0))
-  (define a (app rs slow-count access slow-log private (and rm (cons rm sessions)) (box #f)))
+  (define a (make-app #:running rs #:slow slow-count #:access access #:slow-log slow-log
+                      #:private private #:sessions (and rm (cons rm sessions)) #:metrics metrics))
   ;; the count changes without requests (sessions expire, a retiring worker serves only
   ;; its private socket): a change is reported at once, not at the next request
   (when rm
@@ -199,6 +218,9 @@
     (timer-every! tm 500 (slow-watcher (app-server a) slow-log (serve-config-slow-threshold cfg) slow-count)))
   (when (limits-request-timeout lim)
     (timer-every! tm 1000 (stuck-watcher (app-server a) report!)))
+  (when (serve-config-gc-when-idle cfg)
+    (start-idle-collector! (cons (app-server a) (if private (list (running-server-server private)) '()))
+                           (λ (n) (report! "idle-gc ~a" n))))
   a)
 
 ;; How often a servlet's live sessions are counted (the status, and a retiring worker).
@@ -364,19 +386,29 @@
   (unless (equal? now (unbox last))
     (set-box! last now)
     (apply report! "stat ~a ~a ~a ~a ~a ~a ~a ~a" now))
+  (define observed (metrics-observed (app-metrics a)))
+  (unless (eqv? observed (unbox (app-last-observed a)))
+    (set-box! (app-last-observed a) observed)
+    (report! "~a" (metrics->line (app-metrics a))))
   now)
 
-;; make-access-observer : log-file -> (fastcgi-request flonum -> void)
-(define (make-access-observer lf)
+;; make-observer : metrics (or/c log-file #f) -> (fastcgi-request flonum -> void)
+;; Each answered request goes into the metrics and, with an access log, its line; its queue
+;; time is from the time the front passed (queue-time.rkt) to the one it arrived here.
+(define (make-observer m lf)
   (define pid (getpid))
   (λ (r ms)
-    (log-file-write-access! lf (current-inexact-milliseconds)
-                            (or (request-param r #"REMOTE_ADDR") (string->bytes/utf-8 (fastcgi-request-peer r)))
-                            (request-param r #"REQUEST_METHOD")
-                            (request-param r #"REQUEST_URI")
-                            (fastcgi-request-status r)
-                            (fastcgi-request-bytes-out r)
-                            ms pid)))
+    (define start (request-param/scan r #"HTTP_X_REQUEST_START"))
+    (define queue (and start (queue-time-ms start (wall-ms-at (fastcgi-request-start-ms r)))))
+    (metrics-record! m (fastcgi-request-status r) (fastcgi-request-bytes-out r) ms queue)
+    (when lf
+      (log-file-write-access! lf (current-inexact-milliseconds)
+                              (or (request-param r #"REMOTE_ADDR") (string->bytes/utf-8 (fastcgi-request-peer r)))
+                              (request-param r #"REQUEST_METHOD")
+                              (request-param r #"REQUEST_URI")
+                              (fastcgi-request-status r)
+                              (fastcgi-request-bytes-out r)
+                              ms pid queue))))
 
 ;; slow-watcher : server log-file real box -> (-> void)
 ;; At each run (twice a second): every request whose handler has run past the threshold

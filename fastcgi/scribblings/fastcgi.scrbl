@@ -484,12 +484,20 @@ The options, grouped and described as @DFlag{help} prints them, then notes:
        ``ondemand: seconds before an idle worker stops (default 10)''}
  @item{@DFlag{max-requests} @nonterm{n} ---
        ``Replace a worker after it took N requests (default: never)''}
+ @item{@DFlag{max-requests-jitter} @nonterm{n} ---
+       ``With --max-requests: each worker draws its limit in [max-requests, max-requests + N]
+       when it starts, so that workers started together are not replaced together (default 0)''
+       (@secref["recycle"]). Without @DFlag{max-requests}, any @nonterm{n} but 0 is an error.}
  @item{@DFlag{max-memory} @nonterm{size} ---
        ``Replace a worker whose resident memory passes SIZE, e.g. 512m (default: never)''}
  @item{@DFlag{max-memory-hard} @nonterm{size} ---
        ``Stop a worker whose resident memory passes SIZE at once, without waiting for its
        requests: SIGTERM, then SIGKILL 1 s later (default: 2 x --max-memory)''
        (@secref["recycle"]). It may not be below @DFlag{max-memory}.}
+ @item{@DFlag{gc-when-idle} ---
+       ``Run a worker's major garbage collection between requests, once it is idle and its memory
+       has grown most of the way to where the runtime would run it, maybe during a request (default: off)''
+       (@secref["idle-gc"]).}
  @item{@DFlag{graceful-timeout} @nonterm{secs} ---
        ``Seconds to finish in-flight requests on stop and reload (default 30)''}
  @item{@DFlag{start-timeout} @nonterm{secs} ---
@@ -758,8 +766,9 @@ state (@filepath{manager-state.rkt}): @filepath{manager-workers.rkt} starts and 
 single workers as the process manager (@filepath{pm.rkt}) asks,
 @filepath{manager-reports.rkt} applies the workers' reports, @filepath{manager-exits.rkt}
 a worker's exit, @filepath{manager-reload.rkt} reloads, @filepath{manager-watch.rkt} is the
-tick (deadlines, the watchdog, memory) and @filepath{manager-status.rkt} the status board
-and files.
+tick (deadlines, the watchdog, memory), @filepath{manager-status.rkt} the status board
+and files, and @filepath{manager-notify.rkt} what it tells systemd (@secref["systemd"];
+@filepath{sd-notify.rkt} is the notify socket).
 
 @subsection[#:tag "pm"]{Process managers}
 
@@ -821,7 +830,15 @@ steps the wall clock of a running pool an hour forward and two hours back.
        whose resident memory passes @DFlag{max-memory}, is replaced gracefully: the
        manager starts a fresh worker first, and only when that one is ready does the old
        one drain and exit. The old worker goes on serving meanwhile, so the limits are
-       soft by the time a new worker takes to load the app.}
+       soft by the time a new worker takes to load the app. With
+       @DFlag{max-requests-jitter} @nonterm{n}, each worker draws its own limit when it
+       starts, uniformly between @DFlag{max-requests} and @DFlag{max-requests} plus
+       @nonterm{n} (from the kernel's random source: workers started in the same
+       millisecond draw apart), as gunicorn's @tt{max_requests_jitter} does: the workers
+       of a pool, or of a reload's generation, all start together and would otherwise all
+       be replaced together, loading the app at once while the pool is short of workers.
+       A replacement draws again. The status shows each worker's limit
+       (@tt{max_requests}).}
  @item{@bold{Past the hard ceiling}: a worker whose resident memory passes
        @DFlag{max-memory-hard} (by default twice @DFlag{max-memory}; with neither, no
        ceiling) is not waited for, since a handler that allocates without bound would go
@@ -897,6 +914,38 @@ else @wire{END_REQUEST} with application status 1, and a warning such as
 on serving, as under @racketmodname[web-server]'s servlet dispatcher. Elsewhere (while the
 application loads, in a thread it started) @racket[exit] does what it always does: the
 process exits, and the manager replaces the worker.
+
+@subsection[#:tag "idle-gc"]{Garbage collection between requests}
+
+Racket CS collects garbage in generations: the young ones often and briefly, all of
+memory (a major collection) once the memory in use has about doubled since the last
+major collection left it. A major collection stops the whole worker for a time that grows with
+the memory the app holds (tens to hundreds of milliseconds for a servlet), and it falls
+where the allocation that triggers it happens: in the middle of a request, which then
+takes that much longer, as do the requests that arrive meanwhile.
+
+With @DFlag{gc-when-idle}, a worker runs its major collection early, between requests,
+under this rule: once the memory in use (@racket[current-memory-use]) has grown by three
+fifths of what the last major collection (its own or the runtime's) left, the worker
+collects at the first moment when
+no handler is running (on its FastCGI socket, and on its private socket in a servlet
+pool) and no request has arrived for a millisecond. A worker with a request in flight
+never starts one: the last look and the start of the collection are one atomic step, so
+no request can be admitted between them. A request that arrives during the collection
+waits for it, as it would for the runtime's. The share is a compromise: the young
+generations' ups and downs move the memory in use too, and at one half they alone
+reached it, so that a worker collected about twice as often as the runtime would have;
+much nearer the whole, the runtime's own collection comes first. With three fifths, a
+worker whose idle moments come often enough runs about as many major collections as the
+runtime would have, in its place; a worker that is never idle leaves them to the runtime. With the option, a
+worker also collects once when it has loaded the app, before it takes requests, so that
+the rule starts from what the app holds.
+
+Each collection between requests is logged at the debug level (@tt{idle collection 3:
+major collection between requests in 85 ms, 212 MiB in use before, 140 MiB after}) and
+counted in the status (@tt{idle_collections}, per worker). Whether it lowers the tail
+latency depends on the app and the load: @tt{bench/oob-gc.rkt} measures p99 and maximum
+latency at 50% and 90% of capacity with and without it, side by side. Off by default.
 
 @subsection[#:tag "fail-fast"]{Fail fast, fail loud}
 
@@ -993,6 +1042,50 @@ The @filepath{deploy/systemd} folder of the repository holds a service unit that
 them, and a socket-activation example (a @tt{.socket} unit whose socket the manager
 receives as fd 3 and hands to its workers).
 
+@subsection[#:tag "systemd"]{Under systemd}
+
+When @tt{NOTIFY_SOCKET} is set in its environment, as systemd sets it for a
+@tt{Type=notify} service, the manager speaks systemd's notify protocol (sd_notify(3))
+itself, without libsystemd: datagrams on an @tt{AF_UNIX} socket to the path the variable
+names (a leading @litchar["@"] names one in the abstract namespace). The units in
+@filepath{deploy/systemd} use @tt{Type=notify}, @tt{NotifyAccess=main} and
+@tt{WatchdogSec=30s}. It sends:
+
+@itemlist[
+ @item{@tt{READY=1} once every worker of the first generation is ready, the point from
+       which a worker that dies no longer ends the manager (@secref["fail-fast"]); with
+       @DFlag{pm} @tt{ondemand}, at once. @exec{systemctl start} returns then, and the
+       units ordered after this one start when the pool serves.}
+ @item{@tt{RELOADING=1} with @tt{MONOTONIC_USEC} (@tt{CLOCK_MONOTONIC}, read with
+       @tt{clock_gettime}) when a reload starts (SIGHUP or @exec{raco fastcgi ctl
+       reload}), and @tt{READY=1} when the new generation serves, or when the reload
+       failed and the old generation goes on serving, which the status line then says.
+       @tt{Type=notify-reload}, where systemd sends the SIGHUP itself, needs systemd 253;
+       Debian 12 has 252, so the units keep @tt{ExecReload=raco fastcgi ctl reload}.}
+ @item{@tt{STOPPING=1} when a graceful stop begins (@secref["signals"]).}
+ @item{@tt{STATUS=} lines, which @exec{systemctl status} shows, such as @tt{4 workers (3
+       idle, 1 busy), 1520 requests served, generation 2}, followed by the starting, late
+       and stopping workers, a reload under way, the last reload's failure and a stop in
+       progress; sent again when the line changes, at most about once a second.}
+ @item{@tt{WATCHDOG=1} at half of @tt{WATCHDOG_USEC} (systemd's @tt{WatchdogSec=}),
+       when @tt{WATCHDOG_PID} is unset or is the manager's pid, while the pool is
+       healthy. When every worker is @tt{late} (@secref["recycle"]: frozen, stopped,
+       blocked in a foreign call) the manager withholds it, logs @tt{every worker is late:
+       the pool is stuck; systemd's watchdog is not fed} and says so in the status line;
+       a frozen manager sends nothing either. Either way systemd kills the service and,
+       with @tt{Restart=on-failure}, starts it again. A pool with one worker still
+       answering is the manager's to mend: it kills and replaces the silent ones itself.}
+]
+
+The manager reads the three variables (@tt{NOTIFY_SOCKET}, @tt{WATCHDOG_USEC},
+@tt{WATCHDOG_PID}) and removes them from the environment before it starts any worker, and
+its socket is close-on-exec: no worker, nor a program a handler starts, can speak for the
+service. A datagram that cannot be sent (systemd gone, its queue full) is dropped, never
+waited for, and logged once (@tt{cannot notify systemd at /run/systemd/notify: ...}) until
+one is sent again; an address that is neither an absolute path nor @litchar["@"]@tt{name}
+is logged once and ignored. Without @tt{NOTIFY_SOCKET} nothing of this happens.
+@DFlag{single-process} has no manager and does not notify.
+
 @subsection[#:tag "spawned"]{Spawned by the web server}
 
 lighttpd (@tt{bin-path}) and Apache's @tt{mod_fcgid} can start the application
@@ -1037,8 +1130,39 @@ once a worker started after the last failure has lived 10 seconds), and @tt{work
 silent for 3 seconds or more, see @secref["recycle"]),
 @tt{generation}, @tt{requests}, @tt{active}, @tt{connections}, @tt{shed},
 @tt{queue_delay} (milliseconds of CPU work its running handlers have ahead, as
-@secref["shedding"] estimates it), @tt{memory} (resident bytes), @tt{start_time} and @tt{uptime}. A worker's counters are as fresh as its last
+@secref["shedding"] estimates it), @tt{memory} (resident bytes), @tt{max_requests} (the
+limit it drew, @secref["recycle"]; @tt{null} without @DFlag{max-requests}),
+@tt{idle_collections} (its collections between requests, @secref["idle-gc"]), @tt{start_time} and @tt{uptime}. A worker's counters are as fresh as its last
 report (0.1 s).
+
+The request metrics, on the pool and on each worker: @tt{request_duration_seconds}
+(from @wire{BEGIN_REQUEST} to the end of the answer), @tt{queue_time_seconds} (how long a
+request waited before a worker took it, for the requests whose front passed the time:
+@secref["queue-time"]) and @tt{response_size_bytes} (the CGI output written to
+@wire{FCGI_STDOUT}, head included), each a histogram with fixed buckets:
+@tt{buckets} (a list of @tt{[bound, count]} pairs, the counts cumulative, the last bound
+@tt{"+Inf"}), @tt{count} and @tt{sum}. The bounds are 1, 2.5, 5, 10, 25, 50, 100, 250
+and 500 milliseconds and 1, 2.5, 5 and 10 seconds for the times, and 256 bytes, 1, 4, 16,
+64 and 256 KiB, 1, 4 and 16 MiB for the sizes. @tt{responses} counts the answers by
+status class (@tt{1xx} to @tt{5xx}: the status the app answered, from a raw handler's
+@tt{Status:} header, 200 when it has none; the server's own 413, 503 and so on too). The
+pool's are those of its workers and of the workers gone before (exited, recycled,
+replaced): they only grow.
+
+In OpenMetrics each pool value is a family (@tt{fastcgi_requests_total},
+@tt{fastcgi_request_duration_seconds_bucket}, @tt{fastcgi_responses_total{class="5xx"}}
+...), labelled with @tt{pool}; the per-worker series are families of their own
+(@tt{fastcgi_worker_requests_total}, @tt{fastcgi_worker_memory_bytes},
+@tt{fastcgi_worker_request_duration_seconds}, @tt{fastcgi_worker_responses_total} ...),
+labelled also with @tt{pid} and @tt{generation}, so that a sum over workers never counts
+twice. A worker's series end with it; the pool's totals go on. The exposition ends with
+@tt{# EOF}. @exec{promtool check metrics} (which reads the older Prometheus text format)
+parses it, and reports only that the counters' samples (@tt{fastcgi_requests_total}) have
+no help text: in that format a counter's family is named with its @tt{_total}, in
+OpenMetrics without it.
+
+The HTML page draws the request durations as bars, one per bucket, with the requests in
+each.
 
 @(image status-png #:scale 0.6)
 
@@ -1049,8 +1173,8 @@ The HTML page of a pool of two, as headless Chromium renders it.
 @DFlag{access-log} @nonterm{file} writes one line per answered request (including those
 answered 413, 431, 503 and so on before a handler ran):
 
-@verbatim|{TIME CLIENT "METHOD URI" STATUS BYTES DURATION PID
-2026-11-20T23:07:39.691Z 127.0.0.1 "GET /a?b=1" 200 58 0.84 12345}|
+@verbatim|{TIME CLIENT "METHOD URI" STATUS BYTES DURATION PID QUEUE
+2026-11-20T23:07:39.691Z 127.0.0.1 "GET /a?b=1" 200 58 0.84 12345 3.10}|
 
 @tt{TIME} is the UTC time the request ended, with milliseconds; @tt{CLIENT} the
 @wire{REMOTE_ADDR} param (the front's own address when the param is absent); @tt{METHOD}
@@ -1058,7 +1182,9 @@ and @tt{URI} the @wire{REQUEST_METHOD} and @wire{REQUEST_URI} params; @tt{STATUS
 status of the answer (from its @tt{Status:} header, 200 when it has none, @tt{-} when
 the request ended before any output); @tt{BYTES} the bytes written on STDOUT, CGI headers
 included; @tt{DURATION} milliseconds from @wire{BEGIN_REQUEST} to the end, with two
-decimals; @tt{PID} the worker's. A missing value is @tt{-}. Every byte outside printable
+decimals; @tt{PID} the worker's; @tt{QUEUE} the request's queue time in milliseconds, with
+two decimals (@secref["queue-time"]; @tt{-} when the front passed no usable time). A
+missing value is @tt{-}. Every byte outside printable
 ASCII, the backslash and the double quote are written as @litchar{\x} and two hex
 digits, so a line is one line and its quoted field cannot be closed early.
 
@@ -1097,6 +1223,37 @@ A write that fails (a full disk, a closed pipe) loses the lines it carried; it i
 logged at most once a second, with how many more writes failed since the last such line:
 
 @verbatim|{2026-11-20T23:11:45 error [1573] fastcgi: cannot write /var/log/app/access.log: error writing to stream port; system error: No space left on device; errno=28 (14 more failed writes since the last such line)}|
+
+@subsection[#:tag "queue-time"]{Queue time}
+
+A request's queue time is how long it waited between the front receiving it and a worker
+taking it (in the listen queue, in the front's own queue): the signal an autoscaler or a
+load balancer wants, and one a slow app hides. The front passes the time as the param
+@wire{HTTP_X_REQUEST_START}; the worker subtracts it from the time it received
+@wire{BEGIN_REQUEST}. The value is @litchar{t=} (or nothing) and then Unix time as seconds
+with a fraction (@tt{t=1700000000.123}), or as an integer of seconds, milliseconds,
+microseconds or nanoseconds (told apart by its size). The lines, in the shipped configs
+(@secref["deploy-nginx"], @secref["deploy-haproxy"], @filepath{deploy/apache/}):
+
+@verbatim|{# nginx (when nginx passes the request on; milliseconds)
+fastcgi_param HTTP_X_REQUEST_START "t=${msec}";
+# HAProxy 2.6, in the fcgi-app section (when it hands the request on, after its own queue)
+set-param HTTP_X_REQUEST_START t=%[date(0,ms)]
+# Apache, with mod_headers (when Apache received it; microseconds)
+RequestHeader set X-Request-Start "%t"}|
+
+This compares two wall clocks, the front's and the worker's: on one machine they are the
+same clock; across machines their offset is part of every queue time, so keep them in
+step (NTP). A time up to a second ahead counts as no wait; one further ahead, one before
+the year 2000, or a value that is not one of the forms above is ignored: the request has
+no queue time, and is served as usual.
+
+The queue time goes into the @tt{queue_time_seconds} histogram of the status
+(@secref["status"]) and at the end of the access log's line (@secref["logs"]). With
+@DFlag{max-queue-delay} @nonterm{secs} (@secref["shedding"]), a request that has already
+waited longer than @nonterm{secs} is answered 503 at once, before its handler runs, and
+counted in @tt{shed_requests}: its client has likely given up, and the work would only
+delay the requests behind it.
 
 @; ---------------------------------------------------------------------------------------
 @include-section["deploy.scrbl"]
@@ -1681,7 +1838,8 @@ not run.
        @elem{503 at once: a request whose params complete while the handlers running
              have more than this much CPU work ahead of it, estimated as their number
              times the recent CPU time per request (@secref["shedding"]). 1 s is a
-             good value to start from.})
+             good value to start from. Also a request whose front says it has already
+             waited longer than this (@secref["queue-time"]).})
   (row @racket[#:drain-timeout] @elem{2 s}
        @elem{When the server closes a connection gracefully, it half-closes it and reads
              and discards what the front still sends, for at most this long, before

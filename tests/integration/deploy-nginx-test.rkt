@@ -4,9 +4,13 @@
 ;; app is deploy-app.rkt, served by `raco fastcgi serve` once on a unix socket, once on TCP.
 ;; Checked: both transports answer; connections are reused (keepalive + fastcgi_keep_conn);
 ;; the /app/ prefix mount gives SCRIPT_NAME and PATH_INFO; the request shape of php-fpm's
-;; CVE-2019-11043 (%0a in the path, long query) gets ordinary 404s and the app keeps serving.
+;; CVE-2019-11043 (%0a in the path, long query) gets ordinary 404s and the app keeps serving;
+;; the HTTP_X_REQUEST_START the files pass arrives: the app records each request's queue
+;; time (status page, access log).
 (module+ test
-  (require racket/list
+  (require json
+           racket/file
+           racket/list
            rackunit
            "deploy-lib.rkt"
            "lib.rkt")
@@ -62,7 +66,9 @@
     (define nginx-args (list "-c" (path->string conf) "-p" (path->string dir) "-e" "stderr"))
     (define-values (code _out err) (run-program nginx (list* "-t" "-q" nginx-args)))
     (unless (zero? code) (error 'deploy-nginx-test "nginx rejects the published files:\n~a" err))
-    (define app-unix (start-app "app-unix" deploy-app (string-append "unix:" sock) #:dir dir))
+    (define access (build-path dir "access.log"))
+    (define app-unix (start-app "app-unix" deploy-app (string-append "unix:" sock) #:dir dir
+                                #:args (list "--status-path" "/status" "--access-log" (path->string access))))
     (define app-on-tcp (start-app "app-tcp" deploy-app app-tcp #:dir dir))
     (define ng (start-process "nginx" nginx nginx-args #:dir dir))
     (dynamic-wind
@@ -100,6 +106,22 @@
          (check-equal? (list-ref (info prefix-port "/app/info") 4) "\"/info\"")
          (check-equal? (list-ref (info unix-port "/info") 3) "\"/info\"")
          (check-eq? (subprocess-status (proc-subprocess app-unix)) 'running))
+
+       (test-case "HTTP_X_REQUEST_START arrives: each request's queue time recorded"
+         (define (queue-count)
+           (define r (http-request unix-port "/status?json"))
+           (check-equal? (http-response-status r) 200)
+           (hash-ref (hash-ref (bytes->jsexpr (http-response-body r)) 'queue_time_seconds) 'count))
+         (define before (queue-count))
+         (for ([_ (in-range 3)]) (info unix-port "/info?queued"))
+         ;; the workers report every 0.1 s: the status follows, the 3 and the scrape before
+         (wait-until 5 "the queue times counted" (λ () (>= (queue-count) (+ before 4))))
+         (define lines (wait-until 5 "the access lines"
+                                   (λ () (let ([ls (filter (λ (l) (regexp-match? #rx"/info[?]queued" l))
+                                                           (if (file-exists? access) (file->lines access) '()))])
+                                           (and (= 3 (length ls)) ls)))))
+         (for ([l (in-list lines)])
+           (check-regexp-match #px" \\d+\\.\\d\\d$" l "the queue time (ms) ends the line")))
 
        (test-case "nginx and the apps logged no errors"
          (check-clean-log "nginx" (proc-stderr-file ng) #rx"\\[(error|crit|alert|emerg)\\]")

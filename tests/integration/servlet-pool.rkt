@@ -207,7 +207,7 @@
 (define (followers s uri)
   (define log (build-path (server-folder s) "access.log"))
   (for*/list ([line (in-list (if (file-exists? log) (file->lines log) '()))]
-              [m (in-value (regexp-match #px"\"GET (\\S+)\" [0-9]+ \\S+ \\S+ ([0-9]+)$" line))]
+              [m (in-value (regexp-match #px"\"GET (\\S+)\" [0-9]+ \\S+ \\S+ ([0-9]+) \\S+$" line))]
               #:when (and m (equal? (cadr m) uri)))
     (string->number (caddr m))))
 

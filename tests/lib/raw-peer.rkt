@@ -13,7 +13,7 @@
 (provide call-with-server
          call-with-tcp-server
          (struct-out answer)
-         peer? peer-connect peer-send! peer-close! peer-shutdown-write! peer-extras
+         peer? peer-connect ports->peer peer-send! peer-close! peer-shutdown-write! peer-extras
          peer-read-record peer-answers peer-answer peer-eof? peer-quiet?
          request-bytes stream->bytes begin-bytes abort-bytes
          cgi-status cgi-header cgi-body
@@ -67,6 +67,11 @@
 ;; peer-connect : path-string -> peer
 (define (peer-connect path)
   (define-values (in out) (unix-socket-connect path))
+  (ports->peer in out))
+
+;; ports->peer : input-port output-port -> peer ; a front over ports of the test's own
+;; (a connection over pipes: tests/lib/pipe-conn.rkt)
+(define (ports->peer in out)
   (peer in out (make-decoder) '()))
 
 ;; peer-send! : peer bytes ... -> void ; a failed write (server gone) is ignored

@@ -2,11 +2,13 @@
 ;; What the tests that start `raco fastcgi serve` share: the raco they start it with, and
 ;; the status its manager writes next to its pid file (the status page's source: reading
 ;; it sends no request, which would wake or count on a worker).
-(require json)
+(require json
+         "../integration/lib.rkt")
 (provide raco
          pid-file->status-file
          read-status-file
-         board-pids)
+         board-pids
+         run-program*)
 
 ;; raco : string ; the raco on PATH
 (define raco (path->string (find-executable-path "raco")))
@@ -27,3 +29,9 @@
   (for/list ([w (in-list (if board (hash-ref board 'workers '()) '()))]
              #:when (member (hash-ref w 'state #f) states))
     (hash-ref w 'pid)))
+
+;; run-program* : path (listof string) -> (values natural string string)
+;; run-program (integration/lib.rkt) with its output as text
+(define (run-program* prog args)
+  (define-values (code out err) (run-program prog args #:timeout 50))
+  (values code (bytes->string/utf-8 out #\?) (bytes->string/utf-8 err #\?)))
