@@ -17,46 +17,6 @@
 (define F_SETFL 4)
 (define O_NONBLOCK #o4000)
 
-(test-case "fd-listening-socket? and fd:N listeners"
-  (define fds (make-bytes 8))
-  (check-equal? (c-pipe fds) 0)
-  (define r (integer-bytes->integer fds #t #f 0 4))
-  (define w (integer-bytes->integer fds #t #f 4 8))
-  (check-false (fd-listening-socket? r))
-  (check-exn (transport-error? (regexp (format "fd:~a is not a listening socket" r)))
-             (lambda () (open-listener (parse-listen-address (format "fd:~a" r)))))
-  (c-close r)
-  (c-close w)
-  (check-false (fd-listening-socket? 99999))
-  (define l (open-listener (parse-listen-address "127.0.0.1:0")))
-  (define blocking-fd (c-dup (listener-fd l)))
-  (c-fcntl blocking-fd F_SETFL 0)
-  (check-equal? (bitwise-and (c-fcntl blocking-fd F_GETFL 0) O_NONBLOCK) 0)
-  (define dup-l (open-listener (parse-listen-address (format "fd:~a" blocking-fd))))
-  (check-equal? (bitwise-and (c-fcntl blocking-fd F_GETFL 0) O_NONBLOCK) O_NONBLOCK)
-  (check-equal? (listener-kind dup-l) 'inherited)
-  (check-regexp-match #rx"^fd:[0-9]+$" (listener-address dup-l))
-  (check-equal? (round-trip dup-l (lambda () (tcp-connect "127.0.0.1" (listener-port l))))
-                "127.0.0.1")
-  (listener-close! dup-l)
-  (listener-close! l))
-
-(define child-program (child-program-with "(inherited-listener)"))
-
-(test-case "inherited listener: fd 0 (FCGI_LISTENSOCK_FILENO) in a child process"
-  (define l (open-listener (parse-listen-address "127.0.0.1:0")))
-  (check-equal? (run-child l (format "exec ~a -e ~a" (find-exe) (shell-quote child-program)))
-                "ok inherited fd:0 #f")
-  (listener-close! l))
-
-(test-case "inherited listener: systemd socket activation on fd 3"
-  (define l (open-listener (parse-listen-address "127.0.0.1:0")))
-  (check-equal? (run-child l (format "export LISTEN_PID=$$ LISTEN_FDS=1
-                                      exec ~a -e ~a 3<&0 0</dev/null"
-                                     (find-exe) (shell-quote child-program)))
-                "ok inherited fd:3 #f")
-  (listener-close! l))
-
 ;; cloexec? : fd -> boolean ; FD_CLOEXEC in the descriptor's flags
 (define (cloexec? fd) (= 1 (bitwise-and 1 (c-fcntl fd 1 0))))   ; F_GETFD
 
@@ -102,3 +62,43 @@
                  (lambda () (inherited-listener))))
     (check-false (environment-variables-ref env #"LISTEN_PID"))
     (check-false (environment-variables-ref env #"LISTEN_FDS"))))
+
+(test-case "fd-listening-socket? and fd:N listeners"
+  (define fds (make-bytes 8))
+  (check-equal? (c-pipe fds) 0)
+  (define r (integer-bytes->integer fds #t #f 0 4))
+  (define w (integer-bytes->integer fds #t #f 4 8))
+  (check-false (fd-listening-socket? r))
+  (check-exn (transport-error? (regexp (format "fd:~a is not a listening socket" r)))
+             (lambda () (open-listener (parse-listen-address (format "fd:~a" r)))))
+  (c-close r)
+  (c-close w)
+  (check-false (fd-listening-socket? 99999))
+  (define l (open-listener (parse-listen-address "127.0.0.1:0")))
+  (define blocking-fd (c-dup (listener-fd l)))
+  (c-fcntl blocking-fd F_SETFL 0)
+  (check-equal? (bitwise-and (c-fcntl blocking-fd F_GETFL 0) O_NONBLOCK) 0)
+  (define dup-l (open-listener (parse-listen-address (format "fd:~a" blocking-fd))))
+  (check-equal? (bitwise-and (c-fcntl blocking-fd F_GETFL 0) O_NONBLOCK) O_NONBLOCK)
+  (check-equal? (listener-kind dup-l) 'inherited)
+  (check-regexp-match #rx"^fd:[0-9]+$" (listener-address dup-l))
+  (check-equal? (round-trip dup-l (lambda () (tcp-connect "127.0.0.1" (listener-port l))))
+                "127.0.0.1")
+  (listener-close! dup-l)
+  (listener-close! l))
+
+(define child-program (child-program-with "(inherited-listener)"))
+
+(test-case "inherited listener: fd 0 (FCGI_LISTENSOCK_FILENO) in a child process"
+  (define l (open-listener (parse-listen-address "127.0.0.1:0")))
+  (check-equal? (run-child l (format "exec ~a -e ~a" (find-exe) (shell-quote child-program)))
+                "ok inherited fd:0 #f")
+  (listener-close! l))
+
+(test-case "inherited listener: systemd socket activation on fd 3"
+  (define l (open-listener (parse-listen-address "127.0.0.1:0")))
+  (check-equal? (run-child l (format "export LISTEN_PID=$$ LISTEN_FDS=1
+                                      exec ~a -e ~a 3<&0 0</dev/null"
+                                     (find-exe) (shell-quote child-program)))
+                "ok inherited fd:3 #f")
+  (listener-close! l))

@@ -6,7 +6,7 @@
 ;;
 ;; Covered elsewhere, not repeated here:
 ;;   allowed-clients parsing table      tests/allowed-clients-test.rkt ("allowed clients")
-;;   socket modes and the live-socket   tests/transport-test.rkt ("unix listener: ...")
+;;   socket modes and the live-socket   tests/open-listener-test.rkt ("unix listener: ...")
 ;;     refusal at the listener level
 ;;   params and body caps (431, 413)    tests/connection-limits-test.rkt, with
 ;;                                      memory bounds in tests/hostile-memory-test.rkt (13, 18)

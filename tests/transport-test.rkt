@@ -1,12 +1,34 @@
 #lang racket/base
-;; The transport layer under the server: its event loop at the descriptor limit. Each
-;; module of the layer has its own test file (open-listener-test, listener-test,
-;; inherited-socket-test, socket-io-test, listen-address-test, listener-options-test).
+;; fastcgi/private/transport.rkt, the transport layer's one face: it passes on its modules'
+;; own procedures; and the layer under a server: the event loop at the descriptor limit.
+;; Each module of the layer has its own test file (open-listener-test, listener-test,
+;; inherited-socket-test, socket-io-test, listen-address-test, listener-options-test,
+;; private-socket-test, allowed-clients-test, transport-exn-test).
 (require racket/tcp
          rackunit
          "../fastcgi/main.rkt"
          "../fastcgi/private/protocol.rkt"
-         "lib/transport.rkt")
+         "lib/transport.rkt"
+         (prefix-in t: "../fastcgi/private/transport.rkt")
+         (prefix-in m: (combine-in "../fastcgi/private/open-listener.rkt"
+                                   "../fastcgi/private/listener.rkt"
+                                   "../fastcgi/private/inherited-socket.rkt"
+                                   "../fastcgi/private/socket-io.rkt"
+                                   "../fastcgi/private/private-socket.rkt"
+                                   "../fastcgi/private/allowed-clients.rkt"
+                                   "../fastcgi/private/listen-address.rkt")))
+
+(test-case "transport.rkt passes on each module's own procedures"
+  (for ([pair (list (cons t:open-listener m:open-listener) (cons t:listener-for m:listener-for)
+                    (cons t:listener-accept m:listener-accept) (cons t:listener-close! m:listener-close!)
+                    (cons t:inherited-listener m:inherited-listener)
+                    (cons t:fd-listening-socket? m:fd-listening-socket?)
+                    (cons t:socket-read! m:socket-read!) (cons t:socket-write! m:socket-write!)
+                    (cons t:open-private-listener m:open-private-listener)
+                    (cons t:private-connect m:private-connect)
+                    (cons t:client-allowed? m:client-allowed?)
+                    (cons t:parse-listen-address m:parse-listen-address))])
+    (check-eq? (car pair) (cdr pair) (format "~a" (object-name (car pair))))))
 
 (test-case "the server's event loop at the descriptor limit: logs, stops accepting a while, then serves"
   (define address #f)

@@ -18,8 +18,7 @@
          "log.rkt"
          "wire.rkt")
 (provide start-idle-collector!
-         idle-collect-due?
-         quiet-ms)
+         idle-collect-due?)
 
 ;; How long no request may arrive before an idle worker collects: short, since under a
 ;; steady load the gaps between requests are short too (a longer one would never come).

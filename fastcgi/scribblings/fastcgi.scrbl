@@ -381,8 +381,7 @@ A raw handler receives a @racket[fastcgi-request?] and writes CGI output to
 buffered output is sent and the request ends with application status 0. Its result is
 ignored. Exceptions are handled as for servlets (@secref["servlets"]). A process that
 serves only raw handlers does not load web-server at all: @racketmodname[fastcgi] loads
-its servlet side on first use (@exec{raco fastcgi serve --single-process} after three
-hello-world requests: 111--118 MiB resident for a raw handler, 122--124 MiB for a servlet). The file
+its servlet side on first use (@secref["memory"] says what each process holds). The file
 @filepath{examples/hello-raw.rkt} in the repository is a raw ``Hello, World!''; this one
 echoes the request URI:
 
@@ -769,6 +768,22 @@ a worker's exit, @filepath{manager-reload.rkt} reloads, @filepath{manager-watch.
 tick (deadlines, the watchdog, memory), @filepath{manager-status.rkt} the status board
 and files, and @filepath{manager-notify.rkt} what it tells systemd (@secref["systemd"];
 @filepath{sd-notify.rkt} is the notify socket).
+
+@subsection[#:tag "memory"]{What each process holds}
+
+Every Racket process holds Racket's own runtime (the floor a process that loads only
+@racketmodname[racket/base] pays) plus every module it loads, so the pool's processes load
+only what they use: @exec{raco fastcgi serve} first replaces raco's process (which has
+loaded the @exec{raco} commands of every installed collection) with a fresh
+@exec{racket .../cli-run.rkt serve ...}: the same process and pid, so a pid file, systemd's
+@tt{LISTEN_PID} and the parent that waits for it see no difference. The manager then loads
+neither the application nor web-server, and neither it nor a raw worker loads
+@racketmodname[racket/contract] (a raw worker loads @racketmodname[racket/contract/base],
+for the public module's contracts), the @racketmodname[json] and @racketmodname[xml]
+collections or @racketmodname[racket/lazy-require]: the server writes its JSON and its
+status page itself. A servlet worker loads web-server. @filepath{bench/memory.rkt}
+(part of @exec{make bench}) measures each process's proportional set size beside php-fpm's
+and the C responder's; @filepath{bench/RESULTS.md} has the figures.
 
 @subsection[#:tag "pm"]{Process managers}
 

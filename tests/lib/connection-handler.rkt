@@ -1,6 +1,7 @@
 #lang racket/base
 ;; What the connection engine's tests (tests/connection-test.rkt,
-;; connection-limits-test.rkt, connection-framing-test.rkt) share: the handler they serve,
+;; connection-limits-test.rkt, connection-framing-test.rkt, and the end-to-end cases of
+;; dispatch-test, handlers-test and request-output-test) share: the handler they serve,
 ;; an in-process server on a unix socket with it (tests/lib/raw-peer.rkt), the check that a
 ;; good request is still answered, and the checks of what was logged.
 (require racket/port

@@ -15,7 +15,7 @@
 ;;   1, 2, 3, 4, 6, 7, 9, 10           tests/connection-framing-test.rkt
 ;;   16 and 29                         tests/security-test.rkt
 ;;   25, 27, 28                        the process manager's tests (28's stale and live
-;;                                     socket files: tests/transport-test.rkt)
+;;                                     socket files: tests/open-listener-test.rkt)
 (require racket/file
          racket/list
          racket/port
