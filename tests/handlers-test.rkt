@@ -4,8 +4,7 @@
 ;; observer), a handler that raises or whose body was already refused, retire! and the
 ;; connection's graceful close, abort-all!, start-pending!, and the request timeout's
 ;; break and end from outside; and, end to end, a handler that raises on a kept connection.
-(require racket/port
-         rackunit
+(require rackunit
          "../fastcgi/main.rkt"
          (only-in "../fastcgi/private/handlers.rkt" run-handler! retire! conn-close! abort-all!
                   start-pending! start-handler! check-request-timeouts! stat-add! observe!)

@@ -4,8 +4,7 @@
 ;; owner cannot be reached, is served here. The owner is played by a thread of this process
 ;; on a private socket (no worker process); requests on a connection over pipes. (Between
 ;; real workers behind nginx: integration/servlet-nginx-sessions-test, cluster-servlet-test.)
-(require racket/port
-         racket/os
+(require racket/os
          rackunit
          "../fastcgi/main.rkt"
          "../fastcgi/private/protocol.rkt"

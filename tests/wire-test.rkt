@@ -5,7 +5,6 @@
 ;; the wake, a broken connection, and the server's counters and sleepers.
 (require racket/port
          rackunit
-         "../fastcgi/private/limits.rkt"
          (only-in "../fastcgi/private/server.rkt" make-server)
          "../fastcgi/private/wire.rkt"
          "integration/lib.rkt"
