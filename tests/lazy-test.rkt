@@ -1,0 +1,39 @@
+#lang racket/base
+;; lazy.rkt: define-lazy loads its module at the first call, not before; passes positional
+;; and keyword arguments and results through; the module is instantiated once, in the
+;; registry of the module that uses define-lazy, even when called under another namespace.
+(require racket/file
+         rackunit
+         "../fastcgi/private/lazy.rkt")
+
+(define dir (make-temporary-file "fcgi-lazy-~a" 'directory))
+(define target (build-path dir "target.rkt"))
+(void (with-output-to-file target
+  (λ () (write-string "#lang racket/base\n(provide add count-instances)\n(define instances 0)\n(set! instances (add1 instances))\n(define (count-instances) instances)\n(define (add a [b 1] #:times [k 1]) (* k (+ a b)))\n"))))
+(define user (build-path dir "user.rkt"))
+(void (with-output-to-file user
+  (λ () (write-string (format "#lang racket/base\n(require (file ~s))\n(provide add count-instances)\n(define-lazy \"target.rkt\" add count-instances)\n"
+                              (path->string (simplify-path (path->complete-path "../fastcgi/private/lazy.rkt" (let-values ([(d n _) (split-path (syntax-source #'here))]) d)))))))))
+
+(test-case "the module loads at the first call, then answers every call"
+  (define ns (make-base-namespace))
+  (parameterize ([current-namespace ns])
+    (define add (dynamic-require user 'add))
+    (define count-instances (dynamic-require user 'count-instances))
+    (check-false (module-declared? target #f) "not loaded before the first call")
+    (check-equal? (add 2) 3)
+    (check-true (module-declared? target #f))
+    (check-equal? (add 2 5 #:times 3) 21)
+    (check-equal? (object-name add) 'add)
+    ;; called under another namespace: the same instance, not a second one
+    (parameterize ([current-namespace (make-base-namespace)])
+      (check-equal? (count-instances) 1)
+      (check-equal? (add 1 1) 2))
+    (check-equal? (count-instances) 1)))
+
+(test-case "a wrong call is the target's own error"
+  (parameterize ([current-namespace (make-base-namespace)])
+    (define add (dynamic-require user 'add))
+    (check-exn exn:fail:contract? (λ () (add "x")))))
+
+(delete-directory/files dir)
