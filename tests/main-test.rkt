@@ -1,10 +1,12 @@
 #lang racket/base
 ;; The public API's serve procedures (fastcgi/main.rkt): the keyword options each takes,
-;; what its contract refuses, and how #:port, #:listen-ip and the listener's settings
+;; what it refuses (as contracts would), and how #:port, #:listen-ip and the listener's settings
 ;; become the listener.
 (require racket/file
          racket/tcp
          rackunit
+         (only-in web-server/http response/xexpr)
+         (only-in "../fastcgi/client.rkt" [fastcgi-request client-request])
          "../fastcgi/main.rkt")
 
 (define shared '(#:allowed-clients #:backlog #:limits #:listen #:listen-ip #:on-ready #:port
@@ -67,3 +69,40 @@
   (check-mode #o660 '() '())
   (check-mode #o600 '(#:socket-mode) (list #o600))
   (delete-directory/files dir))
+
+(test-case "make-limits: its keywords, and a bad value is a contract error naming its keyword"
+  (check-equal? (keywords make-limits)
+                (list '() '(#:connection-buffer #:drain-timeout #:first-byte-timeout #:idle-timeout
+                            #:max-body #:max-concurrent #:max-connections #:max-params-bytes
+                            #:max-params-pairs #:max-queue-delay #:max-requests-per-connection
+                            #:read-timeout #:request-memory #:request-timeout #:stdin-buffer
+                            #:write-timeout)))
+  (check-true (limits? (make-limits #:max-body 0 #:request-timeout #f #:idle-timeout 0.5)))
+  (for ([row (in-list '((#:max-body -1) (#:max-params-bytes 0) (#:max-requests-per-connection 65536)
+                        (#:idle-timeout 0) (#:request-timeout 0) (#:request-memory 1.5)
+                        (#:max-queue-delay "1") (#:drain-timeout -1)))])
+    (check-exn (λ (e) (and (exn:fail:contract? e)
+                           (regexp-match? (regexp (keyword->string (car row))) (exn-message e))))
+               (λ () (keyword-apply make-limits (list (car row)) (cdr row) '()))
+               (format "~s" row))))
+
+(test-case "other arguments the public procedures check"
+  (check-exn exn:fail:contract? (λ () (fastcgi-param 'not-a-request #"X")))
+  (check-exn #rx"#:variables" (λ () (response/authorized #:variables '((a . 1)))))
+  (check-exn exn:fail:contract? (λ () (serve/fastcgi-raw (λ () 'no-argument))))
+  (check-exn #rx"#:on-ready" (λ () (serve/fastcgi-raw handler #:on-ready 5)))
+  (check-exn #rx"#:continuation-timeout" (λ () (serve/fastcgi (λ (r) r) #:continuation-timeout 0)))
+  (define-values (address stop) (serve #:port 0))
+  (check-exn #rx"#:timeout" (λ () (stop #:timeout -1)))
+  (stop #:timeout 1))
+
+(test-case "a servlet that answers something other than a response: 500, and the server goes on"
+  (define calls 0)
+  (define address #f)
+  (define stop (serve/fastcgi (λ (req) (set! calls (add1 calls)) (if (= calls 1) 'not-a-response (response/xexpr "fine")))
+                              #:port 0 #:on-ready (λ (a) (set! address a))))
+  (define-values (status1 headers1 body1) (client-request address))
+  (check-equal? status1 500)
+  (define-values (status2 headers2 body2) (client-request address))
+  (check-equal? status2 200)
+  (stop))

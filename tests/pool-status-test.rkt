@@ -55,6 +55,7 @@
                     (list #"full&json" 'json)
                     (list #"json=1" 'json)
                     (list #"openmetrics" 'openmetrics)
+                    (list #"prometheus" 'prometheus)
                     (list #"html" 'html)
                     (list #"html&json" 'json)
                     (list #"openmetrics&html" 'openmetrics)
@@ -67,6 +68,7 @@
               (list (list 'text #"text/plain; charset=utf-8")
                     (list 'json #"application/json")
                     (list 'openmetrics #"application/openmetrics-text; version=1.0.0; charset=utf-8")
+                    (list 'prometheus #"text/plain; version=0.0.4; charset=utf-8")
                     (list 'html #"text/html; charset=utf-8")))])
     (check-equal? (status-content-type (car row)) (cadr row) (format "~a" (car row)))))
 
@@ -219,6 +221,19 @@
       (define name (car (string-split l "{")))
       (check-not-false (for/or ([f (in-list families)]) (member name (sample-names f)))
                        (format "~a: ~a has no TYPE" what l)))))
+
+(test-case "Prometheus text: the same samples; a counter's family named with its _total, no UNIT, no EOF"
+  (for ([row (in-list openmetrics-rows)])
+    (define-values (what b present absent) (apply values row))
+    (define om (string-split (render b 'openmetrics) "\n"))
+    (define pt (string-split (render b 'prometheus) "\n"))
+    (define (samples lines) (for/list ([l (in-list lines)] #:unless (string-prefix? l "#")) l))
+    (check-equal? (samples pt) (samples om) what)
+    (check-false (member "# EOF" pt) what)
+    (check-false (for/or ([l (in-list pt)]) (string-prefix? l "# UNIT")) what)
+    (for ([l (in-list om)] #:when (regexp-match? #rx"^# TYPE [^ ]+ counter$" l))
+      (define family (caddr (string-split l)))
+      (check-not-false (member (format "# TYPE ~a_total counter" family) pt) (format "~a: ~a" what family)))))
 
 ;; rows: what, board -> what the page must contain, what it must not
 (define html-rows

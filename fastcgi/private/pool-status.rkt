@@ -29,7 +29,8 @@
   (rename-file-or-directory tmp path #t))
 
 ;; status-format : (or/c bytes #f) -> symbol
-;; From the query string: json, openmetrics, html, else text. "full" is accepted for
+;; From the query string: json, openmetrics, prometheus (the older text format), html,
+;; else text. "full" is accepted for
 ;; php-fpm habits (the text format always lists the workers).
 (define (status-format query)
   (define q (if query (bytes->string/latin-1 query) ""))
@@ -37,6 +38,7 @@
   (cond
     [(member "json" keys) 'json]
     [(member "openmetrics" keys) 'openmetrics]
+    [(member "prometheus" keys) 'prometheus]
     [(member "html" keys) 'html]
     [else 'text]))
 
@@ -45,6 +47,7 @@
   (case fmt
     [(json) #"application/json"]
     [(openmetrics) #"application/openmetrics-text; version=1.0.0; charset=utf-8"]
+    [(prometheus) #"text/plain; version=0.0.4; charset=utf-8"]
     [(html) #"text/html; charset=utf-8"]
     [else #"text/plain; charset=utf-8"]))
 
@@ -99,6 +102,7 @@
   (case fmt
     [(json) (jsexpr->bytes board)]
     [(openmetrics) (render-openmetrics board)]
+    [(prometheus) (parameterize ([prometheus-text? #t]) (render-openmetrics board))]
     [(html) (render-html board)]
     [else (render-text board)]))
 
@@ -137,9 +141,8 @@
     (define v (hash-ref board (first t) (json-null)))
     (when (real? v)
       (define name (format "fastcgi_~a" (third t)))
-      (fprintf out "# HELP ~a ~a\n# TYPE ~a ~a\n~a~a{pool=\"~a\"} ~a\n"
-               name (fifth t) name (fourth t) name
-               (if (eq? (fourth t) 'counter) "_total" "") pool v)))
+      (write-family-head out name (fourth t) (fifth t))
+      (fprintf out "~a~a{pool=\"~a\"} ~a\n" name (if (eq? (fourth t) 'counter) "_total" "") pool v)))
   (write-metric-families out board (format "pool=\"~a\"" pool))
   (define workers (hash-ref board 'workers '()))
   ;; worker-labels : hash -> string ; pool, pid and (when known) generation
@@ -152,7 +155,7 @@
                       (shed "fastcgi_worker_shed" counter "Requests the worker answered 503 because it was overloaded")
                       (queue_delay "fastcgi_worker_queue_delay_seconds" gauge "How long a runnable thread of the worker waits for the CPU (smoothed)" 1000)
                       (memory "fastcgi_worker_memory_bytes" gauge "Resident memory of the worker")))])
-    (fprintf out "# HELP ~a ~a\n# TYPE ~a ~a\n" (second m) (fourth m) (second m) (third m))
+    (write-family-head out (second m) (third m) (fourth m))
     (for ([w (in-list workers)])
       ;; a fifth element: the board's value is in that many of the family's unit (ms: 1000)
       (define v (let ([v (hash-ref w (first m) (json-null))])
@@ -161,7 +164,7 @@
         (fprintf out "~a~a{~a} ~a\n" (second m)
                  (if (eq? (third m) 'counter) "_total" "") (worker-labels w) v))))
   (write-worker-metric-families out (for/list ([w (in-list workers)]) (cons (worker-labels w) w)))
-  (fprintf out "# EOF\n")
+  (unless (prometheus-text?) (fprintf out "# EOF\n"))
   (string->bytes/utf-8 (get-output-string out)))
 
 ;; escape-label : string -> string ; OpenMetrics label value escapes

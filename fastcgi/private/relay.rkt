@@ -10,7 +10,8 @@
 ;; When the owner cannot be reached (it crashed, or expired its sessions and exited), the
 ;; request is served here: the servlet's manager does not know the id, and the servlet's
 ;; expiration handler answers, as for any expired continuation.
-(require net/url
+(require net/url-string
+         net/url-structs
          (only-in (submod "cgi.rkt" private) head-status)
          "protocol.rkt"
          "request.rkt"

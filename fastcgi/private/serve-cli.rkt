@@ -170,7 +170,7 @@
   (group
    "Status and logs:"
     (list '("--status-path") (λ (_ path) (put! 'status-path (url-path-arg "--status-path" path)))
-          '("Answer the pool's status at this path, e.g. /status (?json ?openmetrics ?html)" "path"))
+          '("Answer the pool's status at this path, e.g. /status (?json ?openmetrics ?prometheus ?html)" "path"))
     (list '("--ping-path") (λ (_ path) (put! 'ping-path (url-path-arg "--ping-path" path)))
           '("Answer \"pong\" at this path, e.g. /ping" "path"))
     (list '("--access-log") (λ (_ file) (put! 'access-log (log-file-arg file)))

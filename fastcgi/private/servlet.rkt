@@ -18,7 +18,8 @@
 ;;   - an expired or unknown continuation always gets an expiration page, never a 500;
 ;;   - `exit` in a servlet ends its request, not the worker (contain.rkt, as for any handler).
 (require file/sha1
-         net/url
+         net/url-string
+         net/url-structs
          "lazy.rkt"
          web-server/http/request-structs
          (only-in (submod web-server/http/request-structs private) [request-uri request-uri/raw])

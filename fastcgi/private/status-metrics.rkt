@@ -6,7 +6,21 @@
 (require racket/list)
 (provide write-metric-families
          write-worker-metric-families
+         write-family-head
+         prometheus-text?
          latency-chart)
+
+;; prometheus-text? : (parameter boolean)
+;; #f: OpenMetrics 1.0; #t: the Prometheus text format 0.0.4 (what promtool checks and older
+;; scrapers read): a counter's family is named with its _total, no # UNIT, no # EOF.
+(define prometheus-text? (make-parameter #f))
+
+;; write-family-head : output-port string symbol string [(or/c string #f)] -> void
+;; HELP and TYPE (and UNIT in OpenMetrics) of a family; name without a counter's _total.
+(define (write-family-head out name type help [unit #f])
+  (define family (if (and (eq? type 'counter) (prometheus-text?)) (string-append name "_total") name))
+  (fprintf out "# HELP ~a ~a\n# TYPE ~a ~a\n" family help family type)
+  (when (and unit (not (prometheus-text?))) (fprintf out "# UNIT ~a ~a\n" family unit)))
 
 ;; The histograms: board key, OpenMetrics name (its unit last), unit, help.
 (define histograms
@@ -35,12 +49,12 @@
 (define (write-families out prefix what members)
   (for ([h (in-list histograms)])
     (define name (string-append prefix (second h)))
-    (fprintf out "# HELP ~a ~a~a\n# TYPE ~a histogram\n# UNIT ~a ~a\n" name (fourth h) what name name (third h))
+    (write-family-head out name 'histogram (string-append (fourth h) what) (third h))
     (for ([m (in-list members)])
       (define v (hash-ref (cdr m) (first h) #f))
       (when (hash? v) (write-histogram out name (car m) v))))
   (define name (string-append prefix "responses"))
-  (fprintf out "# HELP ~a Answers by HTTP status class (1xx to 5xx)~a\n# TYPE ~a counter\n" name what name)
+  (write-family-head out name 'counter (string-append "Answers by HTTP status class (1xx to 5xx)" what))
   (for ([m (in-list members)])
     (define v (hash-ref (cdr m) 'responses #f))
     (when (hash? v)

@@ -10,7 +10,8 @@
 ;; (make-read-request) on a head made here: the parts, their limits and the spooling
 ;; stay exactly as under serve/servlet. A body that cannot be read so raises
 ;; exn:fail:network (the adapter answers 400); the engine's own body errors pass through.
-(require net/url
+(require net/url-string
+         net/url-structs
          racket/port
          racket/promise
          (only-in web-server/http/request make-read-request parse-bindings)

@@ -2,7 +2,7 @@
 ;; The servlet adapter's REQUEST_URI as a url (web.rkt, and relay.rkt for the
 ;; continuation a URL names): string->url, with a quicker way for plain URIs and the urls
 ;; of the last ones kept.
-(require net/url)
+(require net/url-string net/url-structs)
 (provide uri-bytes->url
          uri->url)
 

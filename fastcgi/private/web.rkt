@@ -5,7 +5,8 @@
 ;; (web-url.rkt) and the body (web-form.rkt: bindings, multipart uploads spooled to a
 ;; temporary file past 1 MiB, and their limits, as under serve/servlet); the answers the
 ;; adapter makes itself (400, 404) are cgi.rkt's status pages.
-(require net/url
+(require net/url-string
+         net/url-structs
          racket/promise
          web-server/http/request-structs
          web-server/dispatchers/dispatch

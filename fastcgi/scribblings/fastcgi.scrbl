@@ -518,7 +518,7 @@ The options, grouped and described as @DFlag{help} prints them, then notes:
 @bold{Status and logs} --- see @secref["status"] and @secref["logs"]
 @itemlist[
  @item{@DFlag{status-path} @nonterm{path} ---
-       ``Answer the pool's status at this path, e.g. /status (?json ?openmetrics ?html)''}
+       ``Answer the pool's status at this path, e.g. /status (?json ?openmetrics ?prometheus ?html)''}
  @item{@DFlag{ping-path} @nonterm{path} --- ``Answer "pong" at this path, e.g. /ping''}
  @item{@DFlag{access-log} @nonterm{file} ---
        ``One line per request to FILE, or - for stdout (default: none)''}
@@ -778,10 +778,10 @@ loaded the @exec{raco} commands of every installed collection) with a fresh
 @exec{racket .../cli-run.rkt serve ...}: the same process and pid, so a pid file, systemd's
 @tt{LISTEN_PID} and the parent that waits for it see no difference. The manager then loads
 neither the application nor web-server, and neither it nor a raw worker loads
-@racketmodname[racket/contract] (a raw worker loads @racketmodname[racket/contract/base],
-for the public module's contracts), the @racketmodname[json] and @racketmodname[xml]
+@racketmodname[racket/contract], the @racketmodname[json] and @racketmodname[xml]
 collections or @racketmodname[racket/lazy-require]: the server writes its JSON and its
-status page itself. A servlet worker loads web-server. @filepath{bench/memory.rkt}
+status page itself, and @racketmodname[fastcgi] checks its arguments as the contracts in
+this manual say, without the contract system. A servlet worker loads web-server. @filepath{bench/memory.rkt}
 (part of @exec{make bench}) measures each process's proportional set size beside php-fpm's
 and the C responder's; @filepath{bench/RESULTS.md} has the figures.
 
@@ -1117,9 +1117,11 @@ With @DFlag{status-path} @tt{/status}, a request whose path (the @wire{REQUEST_U
 to any @litchar{?}, or @wire{SCRIPT_NAME} when there is no @wire{REQUEST_URI}) is
 @tt{/status} is answered by the worker that receives it, with the status it asks the
 manager for over the control socket, and never reaches the app. The query string picks the format: nothing (text),
-@tt{?json}, @tt{?openmetrics} (Prometheus and OpenMetrics text, content type
-@tt{application/openmetrics-text; version=1.0.0}), or @tt{?html} (a page that refreshes
-itself every 2 seconds). With @DFlag{ping-path} @tt{/ping}, that path answers
+@tt{?json}, @tt{?openmetrics} (OpenMetrics 1.0, content type
+@tt{application/openmetrics-text; version=1.0.0}, which Prometheus scrapes), @tt{?prometheus}
+(the same series in the older Prometheus text format 0.0.4, where a counter's family is
+named with its @tt{_total}: what @exec{promtool check metrics} and older scrapers read), or
+@tt{?html} (a page that refreshes itself every 2 seconds). With @DFlag{ping-path} @tt{/ping}, that path answers
 @tt{pong}. Expose both only to the people who should see them (in nginx, a
 @tt{location = /status} with @tt{allow}/@tt{deny}).
 
