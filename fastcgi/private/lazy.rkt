@@ -1,26 +1,66 @@
 #lang racket/base
 ;; (define-lazy module-path name ...): each name is a procedure that loads module-path at
-;; its first call and then calls that module's export of the same name. racket/lazy-require
+;; its first call and then calls that module's export of the same name. With #:values
+;; before the names, each is a thunk that loads the module and gives that export's value. racket/lazy-require
 ;; does this too, but costs every process that loads it more memory than the modules it
 ;; keeps out (jsexpr.rkt says why that matters). The module is loaded into the registry of
 ;; the module that uses define-lazy, whatever the current namespace is when it is called,
 ;; so it is the same instance that module's other requires see.
+;;
+;; The exports are taken through a submodule that refers to them as values, not by
+;; dynamic-require of their names: a procedure with keyword arguments is exported as
+;; syntax, and dynamic-require of syntax instantiates the compile-time side of the module
+;; and of everything it requires (for web-server's modules, a large part of a worker).
 (require (for-syntax racket/base)
          racket/runtime-path)
 (provide define-lazy)
 
-(define-syntax-rule (define-lazy modpath name ...)
-  (begin
-    (define-runtime-module-path-index mpi 'modpath)
-    (define name (lazy-procedure mpi 'name (#%variable-reference))) ...))
+(define-syntax (define-lazy stx)
+  (syntax-case stx ()
+    [(_ modpath #:values name ...)
+     #'(define-lazy* modpath lazy-value name ...)]
+    [(_ modpath name ...)
+     #'(define-lazy* modpath lazy-procedure name ...)]))
 
-;; lazy-procedure : module-path-index symbol variable-reference -> procedure
-(define (lazy-procedure mpi sym vr)
+;; (define-lazy* modpath wrap name ...) : wrap makes each name from the exports and its index
+(define-syntax (define-lazy* stx)
+  (syntax-case stx ()
+    [(_ modpath wrap name ...)
+     (let* ([names (syntax->list #'(name ...))]
+            [sub (car (generate-temporaries '(lazy)))]
+            ;; the submodule's body has no context of its own: racket/base's, from its language
+            [body (datum->syntax #f `(module ,(syntax-e sub) racket/base
+                                       (require (only-in ,(syntax->datum #'modpath) ,@(map syntax-e names)))
+                                       (provide exports)
+                                       (define (exports) (vector ,@(map syntax-e names)))))])
+       (with-syntax ([submodule (datum->syntax stx (cons (datum->syntax stx 'module) (cdr (syntax-e body))))]
+                     [sub-name (syntax-e sub)]
+                     [(i ...) (for/list ([k (in-range (length names))]) k)])
+         #'(begin
+             submodule
+             (define-runtime-module-path-index mpi '(submod "." sub-name))
+             (define exports (lazy-exports mpi (#%variable-reference)))
+             (define name (wrap exports i 'name)) ...)))]))
+
+;; lazy-exports : module-path-index variable-reference -> (-> vector)
+;; The submodule's exports, loaded at the first call.
+(define (lazy-exports mpi vr)
+  (define v #f)
+  (λ ()
+    (unless v
+      (set! v ((parameterize ([current-namespace (variable-reference->empty-namespace vr)])
+                 (dynamic-require mpi 'exports)))))
+    v))
+
+;; lazy-value : (-> vector) natural symbol -> (-> any) ; a thunk that gives the value
+(define (lazy-value exports i sym)
+  (procedure-rename (λ () (vector-ref (exports) i)) sym))
+
+;; lazy-procedure : (-> vector) natural symbol -> procedure
+(define (lazy-procedure exports i sym)
   (define proc #f)
   (define (get)
-    (unless proc
-      (set! proc (parameterize ([current-namespace (variable-reference->empty-namespace vr)])
-                   (dynamic-require mpi sym))))
+    (unless proc (set! proc (vector-ref (exports) i)))
     proc)
   (procedure-rename
    (make-keyword-procedure (λ (kws kw-args . rest) (keyword-apply (get) kws kw-args rest))

@@ -17,7 +17,8 @@
          notify-reloading!
          notify-reload-settled!
          notify-stopping!
-         close-manager-notify!)
+         close-manager-notify!
+         first-generation-serves?)
 
 ;; The STATUS line is sent again when it changes, at most once per status-interval ms
 ;; (at once when the pool becomes stuck, or is no longer).

@@ -20,6 +20,7 @@
 (require file/sha1
          net/url-string
          net/url-structs
+         "entropy.rkt"
          "lazy.rkt"
          web-server/http/request-structs
          (only-in (submod web-server/http/request-structs private) [request-uri request-uri/raw])
@@ -42,6 +43,8 @@
 (define-lazy web-server/lang/web make-stateless-servlet initialize-servlet)
 (define-lazy web-server/managers/none create-none-manager)
 (define-lazy web-server/stuffers/stuffer make-stuffer stuffer-in stuffer-out)
+(define-lazy web-server/servlet/web-cells restore-web-cell-set! capture-web-cell-set)
+(define-lazy web-server/lang/stuff-url #:values default-stuffer)
 
 ;; A loaded servlet. kind: 'start (a module that provides only start), 'plain (the same,
 ;; in a process where no continuation can be captured), 'v1, 'v2 or 'stateless.
@@ -159,8 +162,8 @@
   ;; Web cells live in a thread cell. web-server runs each connection in a fresh thread;
   ;; here a thread serves many requests, so a new session starts from the cells of a
   ;; thread that ran nothing (a resumed continuation restores its own).
-  (define restore-cells! (dynamic-require 'web-server/servlet/web-cells 'restore-web-cell-set!))
-  (define initial-cells ((dynamic-require 'web-server/servlet/web-cells 'capture-web-cell-set)))
+  (define restore-cells! restore-web-cell-set!)
+  (define initial-cells (capture-web-cell-set))
   (define (handle req)
     (define u (request-uri/raw req))
     (define k (and (path-params? u) (continuation-of u)))
@@ -292,7 +295,7 @@
   (unless lasting?
     (warn (format "~a is a stateless servlet and no --secret-file was given: its URLs are signed with a secret made at start, so they stop working after a restart and on other hosts"
                   path)))
-  (define key (or secret (crypto-random-bytes* 32)))
+  (define key (or secret (random-bytes 32)))
   (define ses
     (make-stateless-servlet (current-custodian) (current-namespace) manager
                             (or run-dir (current-directory))
@@ -341,8 +344,5 @@
        ((stuffer-out inner) (cadr m))))))
 
 
-;; default-stuffer : -> stuffer ; web-server's (a value: define-lazy takes procedures)
-(define (default-stuffer) (dynamic-require 'web-server/lang/stuff-url 'default-stuffer))
 
-;; crypto-random-bytes* : natural -> bytes
-(define (crypto-random-bytes* n) ((dynamic-require 'racket/random 'crypto-random-bytes) n))
+

@@ -15,7 +15,8 @@
 ;; web-server makes one for every request that does not resume a continuation, and the LRU
 ;; manager keeps an instance until its collector runs (every 10 minutes when memory is
 ;; low), which for a servlet that never suspends is a table entry per request for nothing.
-(require racket/random
+(require "entropy.rkt"
+         "lazy.rkt"
          "hmac.rkt"
          web-server/http/request-structs
          web-server/http/response-structs
@@ -66,7 +67,7 @@
 (define (make-routed-manager inner worker-id #:memory [memory #f])
   (unless (<= 0 worker-id worker-mask)
     (raise-argument-error 'make-routed-manager "worker id below 2^32" worker-id))
-  (define rm (routed-manager inner worker-id (crypto-random-bytes 32) (make-semaphore 1)
+  (define rm (routed-manager inner worker-id (random-bytes 32) (make-semaphore 1)
                              (make-hasheqv) (box 0) (instance-expiration-handler inner) memory
                              0 -inf.0 #f))
   (set-routed-manager-manager!
@@ -215,9 +216,9 @@
   (response/xexpr* `(html (head (title "Page Has Expired."))
                           (body (p "Sorry, this page has expired. Please go back.")))))
 
-;; response/xexpr* : xexpr -> response (web-server/http/xexpr, loaded with the servlet)
-(define (response/xexpr* x)
-  ((dynamic-require 'web-server/http/xexpr 'response/xexpr) x))
+;; response/xexpr* : xexpr -> response (web-server/http/xexpr, loaded with the page)
+(define-lazy web-server/http/xexpr response/xexpr)
+(define (response/xexpr* x) (response/xexpr x))
 
 ;; memory-limit : natural -> natural
 ;; The process's memory use now (after a major collection), plus budget: the bound for
