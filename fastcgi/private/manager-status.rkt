@@ -12,7 +12,7 @@
          "manager-state.rkt"
          "metrics.rkt"
          "pm.rkt"
-         "pool-status.rkt"
+         "scoreboard.rkt"
          "transport.rkt")
 (provide publish!
          write-pid-file!

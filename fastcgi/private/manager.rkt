@@ -30,6 +30,7 @@
          "log.rkt"
          "logging.rkt"
          "manager-exits.rkt"
+         "manager-gc.rkt"
          "manager-notify.rkt"
          "manager-reload.rkt"
          "manager-reports.rkt"
@@ -50,6 +51,7 @@
   (break-enabled #f)
   ;; before any subprocess: see signals.rkt
   (define usr1-evt (block-signals! (list SIGUSR1)))
+  (manager-memory-setup!)
   (define m (start! cfg))
   ;; before the first worker: they must not inherit NOTIFY_SOCKET
   (open-manager-notify! m)
@@ -58,16 +60,11 @@
   (log-fastcgi-info "listening on ~a (manager of ~a; ~a)" (manager-address m) (serve-config-app cfg)
                     (pm-describe plan))
   (for ([_ (in-range (pm-initial-count plan))]) (spawn! m (manager-gen m)))
-  ;; Once the first generation serves, one major collection: what starting left behind
-  ;; (the options, the modules' set-up) is garbage the manager would otherwise hold, since
-  ;; it allocates too little afterwards for the runtime to collect it soon.
-  (define collected? #f)
+  (define gc (make-manager-gc))
   (let loop ([next-tick (+ (now-ms) (* 1000 tick-seconds))])
     (define ev (next-event m usr1-evt next-tick))
     (handle-event! m ev)
-    (unless (or collected? (not (first-generation-serves? m)))
-      (set! collected? #t)
-      (collect-garbage))
+    (manager-gc! gc (first-generation-serves? m))
     ;; a changed pool is published at once (the status shows a replaced worker at once)
     (when (memq (first ev) '(exit reload stop pending)) (publish! m (now-ms)))
     (notify-tick! m (now-ms) (* 1000 tick-seconds))

@@ -1,11 +1,11 @@
 #lang racket/base
-;; The pool's status, as the manager publishes it (the scoreboard, a JSON file that the
-;; manager rewrites while something changes) and as people and programs read it: plain
-;; text, JSON, OpenMetrics (Prometheus) and an HTML page that refreshes itself.
-;; Rendering only: no I/O but reading the scoreboard file.
+;; The pool's status, as the manager publishes it (the scoreboard, scoreboard.rkt) and as
+;; people and programs read it: plain text, JSON, OpenMetrics (Prometheus) and an HTML page
+;; that refreshes itself. Rendering only: no I/O but reading the scoreboard file.
 (require "jsexpr.rkt"
          racket/list
          racket/string
+         "scoreboard.rkt"
          "xexpr.rkt"
          "status-metrics.rkt")
 (provide read-scoreboard
@@ -13,20 +13,6 @@
          status-format
          render-status
          status-content-type)
-
-;; read-scoreboard : path-string -> (or/c hash #f) ; #f when absent or unreadable
-(define (read-scoreboard path)
-  (with-handlers ([exn:fail? (λ (e) #f)])
-    (define v (call-with-input-file path read-json))
-    (and (hash? v) v)))
-
-;; write-scoreboard! : path-string hash -> void
-;; Written to a fresh file and renamed over the old one: readers see the old or the new
-;; board whole, never half of one.
-(define (write-scoreboard! path board)
-  (define tmp (string-append (if (path? path) (path->string path) path) ".tmp"))
-  (call-with-output-file tmp #:exists 'truncate (λ (out) (write-json board out)))
-  (rename-file-or-directory tmp path #t))
 
 ;; status-format : (or/c bytes #f) -> symbol
 ;; From the query string: json, openmetrics, prometheus (the older text format), html,
