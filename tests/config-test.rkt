@@ -20,7 +20,6 @@
    #:socket-owner "www-data" #:socket-group 33 #:allowed-clients "127.0.0.1,::1"
    #:pm 'dynamic #:workers 3 #:min-spare 2 #:max-spare 3 #:max-workers 9 #:idle-timeout 2.5
    #:max-requests 500 #:max-requests-jitter 50 #:max-memory (* 256 1048576) #:max-memory-hard (* 512 1048576)
-   #:gc-when-idle #t
    #:graceful-timeout 0.5 #:start-timeout 90 #:pid-file "/run/app.pid"
    #:status-path "/status" #:ping-path "/ping" #:access-log "-" #:slow-log "/var/log/slow \"q\".log"
    #:slow-threshold 1/4 #:log-level 'debug
@@ -67,7 +66,6 @@
                    (list serve-config-idle-timeout 10)
                    (list serve-config-max-requests #f)
                    (list serve-config-max-requests-jitter 0)
-                   (list serve-config-gc-when-idle #f)
                    (list serve-config-max-memory #f)
                    (list serve-config-max-memory-hard #f)
                    (list serve-config-graceful-timeout 30)

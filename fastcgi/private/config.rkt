@@ -72,7 +72,6 @@
   [max-requests-jitter 0]               ; each worker's limit drawn in [max-requests, + this]
   [max-memory #f]                       ; bytes; #f: never recycled for it
   [max-memory-hard #f]                  ; bytes; #f: 2 x max-memory (config-memory-ceiling)
-  [gc-when-idle #f]                     ; major collections between requests (idle-gc.rkt)
   [graceful-timeout 30]                 ; seconds
   [start-timeout 60]                    ; seconds
   [pid-file #f]                         ; a complete path; the status goes to PID-FILE.status.json

@@ -2,7 +2,7 @@
 ;; What the workers tell the manager (manager.rkt), over its control socket (control.rkt;
 ;; the lines are listed in worker.rkt's header): a thread per connection hands each line to
 ;; the main loop, which applies it here: ready (and a reload's new generation taking over),
-;; stat, metrics, limit, idle-gc, recycle, failed. A worker answering the status path asks for the board instead.
+;; stat, metrics, limit, recycle, failed. A worker answering the status path asks for the board instead.
 (require racket/list
          racket/string
          "clock.rkt"
@@ -78,8 +78,6 @@
       [("metrics") (let ([x (words->metrics (rest words))]) (when x (set-worker-metrics! w x)))]
       [("limit") (let ([n (and (pair? (rest words)) (string->number (second words)))])
                    (set-worker-max-requests! w (and (exact-positive-integer? n) n)))]
-      [("idle-gc") (let ([n (and (pair? (rest words)) (string->number (second words)))])
-                     (when (exact-nonnegative-integer? n) (set-worker-idle-gcs! w n)))]
       [("recycle") (recycle! m w (string-join (rest words)))]
       ;; escaped by the worker: one line of plain ASCII
       [("failed") (set-worker-failure! w (substring line (min (string-length line) 7)))]

@@ -32,8 +32,7 @@
 ;; threshold), or 'killed. recycle: why it waits to be replaced, or #f. The counters
 ;; (requests active connections slow shed queue-delay sessions log-dropped) are its last
 ;; stat line's; rss its resident memory as last read; metrics its last metrics line's (a
-;; metrics, metrics.rkt), or #f; max-requests the limit it drew (its limit line), or #f;
-;; idle-gcs the collections it ran between requests (its idle-gc line).
+;; metrics, metrics.rkt), or #f; max-requests the limit it drew (its limit line), or #f.
 (struct worker (id sp pid gen started-ms
                 [state #:mutable] [ready-ms #:mutable]
                 [requests #:mutable] [active #:mutable] [connections #:mutable] [slow #:mutable]
@@ -42,7 +41,7 @@
                 [last-busy-ms #:mutable] [retiring? #:mutable] [control #:mutable]
                 [failure #:mutable] [reports-done? #:mutable] [log-dropped #:mutable]
                 [heard-ms #:mutable] [late #:mutable] [metrics #:mutable]
-                [max-requests #:mutable] [idle-gcs #:mutable])
+                [max-requests #:mutable])
   #:transparent)
 
 ;; make-worker : #:id natural #:process subprocess #:generation natural #:now flonum -> worker
@@ -55,7 +54,7 @@
           now #f #f
           #f #f 0
           now #f #f
-          #f 0))
+          #f))
 
 ;; The pool. Fixed at start: config (serve-config), pid, plan (pm-plan), listener and
 ;; address (the listening socket; listen-port: it as a port, for the workers' fd 0), control (the control socket's listener), prefix (its

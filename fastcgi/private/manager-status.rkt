@@ -113,7 +113,6 @@
           'queue_delay (worker-queue-delay w)
           'memory (or (worker-rss w) (json-null))
           'max_requests (or (worker-max-requests w) (json-null))
-          'idle_collections (worker-idle-gcs w)
           'start_time (/ (round (wall-ms-at (worker-started-ms w))) 1000.)
           'uptime (exact-floor (/ (- now (worker-started-ms w)) 1000)))
    (if (worker-metrics w) (list (worker-metrics w)) '())))

@@ -147,9 +147,6 @@
           '(("Stop a worker whose resident memory passes SIZE at once, without waiting for its"
              "requests: SIGTERM, then SIGKILL 1 s later (default: 2 x --max-memory)")
             "size"))
-    (list '("--gc-when-idle") (λ (_) (put! 'gc-when-idle #t))
-          '(("Run a worker's major garbage collection between requests, once it is idle and its memory"
-             "has grown most of the way to where the runtime would run it, maybe during a request (default: off)")))
     (list '("--graceful-timeout") (λ (_ secs) (put! 'graceful-timeout (seconds-arg "--graceful-timeout" secs)))
           (list (format "Seconds to finish in-flight requests on stop and reload (default ~a)"
                         (default serve-config-graceful-timeout))

@@ -7,7 +7,6 @@
 ;;   SESSIONS LOG-DROPPED   when they change, and   metrics ...   (metrics.rkt's line) after
 ;;   requests were answered
 ;;   limit N   before ready, with --max-requests: the limit this worker drew (recycle-limit.rkt)
-;;   idle-gc N   with --gc-when-idle, after each collection it ran between requests (idle-gc.rkt)
 ;;   recycle REASON   once, when it wants to be replaced (max-requests)
 ;;   failed REASON    instead of ready, when it cannot start (escaped: one line), then exits 3
 ;;   beat   every second once ready: a worker that falls silent is replaced (manager-watch.rkt).
@@ -21,7 +20,6 @@
          "clock.rkt"
          "config.rkt"
          "handover.rkt"
-         "idle-gc.rkt"
          (only-in "connection.rkt" queue-delay-ms)
          (only-in "ffi.rkt" close-on-exec-all!)
          "control.rkt"
@@ -218,9 +216,6 @@
     (timer-every! tm 500 (slow-watcher (app-server a) slow-log (serve-config-slow-threshold cfg) slow-count)))
   (when (limits-request-timeout lim)
     (timer-every! tm 1000 (stuck-watcher (app-server a) report!)))
-  (when (serve-config-gc-when-idle cfg)
-    (start-idle-collector! (cons (app-server a) (if private (list (running-server-server private)) '()))
-                           (λ (n) (report! "idle-gc ~a" n))))
   a)
 
 ;; How often a servlet's live sessions are counted (the status, and a retiring worker).

@@ -493,10 +493,6 @@ The options, grouped and described as @DFlag{help} prints them, then notes:
        ``Stop a worker whose resident memory passes SIZE at once, without waiting for its
        requests: SIGTERM, then SIGKILL 1 s later (default: 2 x --max-memory)''
        (@secref["recycle"]). It may not be below @DFlag{max-memory}.}
- @item{@DFlag{gc-when-idle} ---
-       ``Run a worker's major garbage collection between requests, once it is idle and its memory
-       has grown most of the way to where the runtime would run it, maybe during a request (default: off)''
-       (@secref["idle-gc"]).}
  @item{@DFlag{graceful-timeout} @nonterm{secs} ---
        ``Seconds to finish in-flight requests on stop and reload (default 30)''}
  @item{@DFlag{start-timeout} @nonterm{secs} ---
@@ -930,38 +926,6 @@ on serving, as under @racketmodname[web-server]'s servlet dispatcher. Elsewhere 
 application loads, in a thread it started) @racket[exit] does what it always does: the
 process exits, and the manager replaces the worker.
 
-@subsection[#:tag "idle-gc"]{Garbage collection between requests}
-
-Racket CS collects garbage in generations: the young ones often and briefly, all of
-memory (a major collection) once the memory in use has about doubled since the last
-major collection left it. A major collection stops the whole worker for a time that grows with
-the memory the app holds (tens to hundreds of milliseconds for a servlet), and it falls
-where the allocation that triggers it happens: in the middle of a request, which then
-takes that much longer, as do the requests that arrive meanwhile.
-
-With @DFlag{gc-when-idle}, a worker runs its major collection early, between requests,
-under this rule: once the memory in use (@racket[current-memory-use]) has grown by three
-fifths of what the last major collection (its own or the runtime's) left, the worker
-collects at the first moment when
-no handler is running (on its FastCGI socket, and on its private socket in a servlet
-pool) and no request has arrived for a millisecond. A worker with a request in flight
-never starts one: the last look and the start of the collection are one atomic step, so
-no request can be admitted between them. A request that arrives during the collection
-waits for it, as it would for the runtime's. The share is a compromise: the young
-generations' ups and downs move the memory in use too, and at one half they alone
-reached it, so that a worker collected about twice as often as the runtime would have;
-much nearer the whole, the runtime's own collection comes first. With three fifths, a
-worker whose idle moments come often enough runs about as many major collections as the
-runtime would have, in its place; a worker that is never idle leaves them to the runtime. With the option, a
-worker also collects once when it has loaded the app, before it takes requests, so that
-the rule starts from what the app holds.
-
-Each collection between requests is logged at the debug level (@tt{idle collection 3:
-major collection between requests in 85 ms, 212 MiB in use before, 140 MiB after}) and
-counted in the status (@tt{idle_collections}, per worker). Whether it lowers the tail
-latency depends on the app and the load: @tt{bench/oob-gc.rkt} measures p99 and maximum
-latency at 50% and 90% of capacity with and without it, side by side. Off by default.
-
 @subsection[#:tag "fail-fast"]{Fail fast, fail loud}
 
 A server that cannot work says so at once, in one line, and exits; it does not leave a
@@ -1149,7 +1113,7 @@ silent for 3 seconds or more, see @secref["recycle"]),
 @tt{queue_delay} (milliseconds of CPU work its running handlers have ahead, as
 @secref["shedding"] estimates it), @tt{memory} (resident bytes), @tt{max_requests} (the
 limit it drew, @secref["recycle"]; @tt{null} without @DFlag{max-requests}),
-@tt{idle_collections} (its collections between requests, @secref["idle-gc"]), @tt{start_time} and @tt{uptime}. A worker's counters are as fresh as its last
+@tt{start_time} and @tt{uptime}. A worker's counters are as fresh as its last
 report (0.1 s).
 
 The request metrics, on the pool and on each worker: @tt{request_duration_seconds}
