@@ -1,8 +1,8 @@
 #lang racket/base
 ;; The pool's status page (fastcgi/private/pool-status.rkt), by tables and without
 ;; processes: which format a query asks for, its content type, and what each format shows
-;; of a scoreboard (text, JSON, OpenMetrics, HTML); the scoreboard file written and read
-;; back. The page served by a running manager is tested in tests/manager-test.rkt.
+;; of a scoreboard (text, JSON, OpenMetrics, HTML); the scoreboard file is
+;; scoreboard-test's. The page served by a running manager is tested in tests/manager-test.rkt.
 (require json
          racket/file
          racket/list
@@ -282,18 +282,3 @@
     ;; well-formed: the page after its DOCTYPE reads back as XML
     (check-not-exn (λ () (string->xexpr (cadr (regexp-match #rx"^<!DOCTYPE html>\n(.*)$" page)))) what)))
 
-(test-case "the scoreboard file: written whole, read back; absent or not a board: #f"
-  (define dir (make-temporary-directory "fcgi-pool-status-~a"))
-  (define path (path->string (build-path dir "m.pid.status.json")))
-  (define (file-with text) (call-with-output-file path #:exists 'truncate (λ (o) (write-string text o))) path)
-  (dynamic-wind
-   void
-   (λ ()
-     (check-false (read-scoreboard path) "absent")
-     (for ([b (in-list (list board (hasheq) (hasheq 'pool "p" 'workers '())))])
-       (write-scoreboard! path b)
-       (check-equal? (read-scoreboard path) b)
-       (check-false (file-exists? (string-append path ".tmp")) "the temporary file is renamed"))
-     (for ([text (in-list '("" "{\"pool\": " "[1, 2]" "\"board\"" "null"))])
-       (check-false (read-scoreboard (file-with text)) (format "~s" text))))
-   (λ () (delete-directory/files dir))))
