@@ -23,7 +23,7 @@
           'last_reload_error "app.rkt: boom" 'start_failures 0
           'workers (list (hasheq 'pid 101 'state "busy" 'generation 1 'requests 4 'active 1
                                  'connections 1 'sessions 0 'shed 0 'queue_delay 0.25
-                                 'memory 52428800 'uptime 12.0)
+                                 'memory 52428800 'max_requests 1037 'uptime 12.0)
                          (hasheq 'pid 102 'state "starting" 'generation 1 'requests 0 'active 0
                                  'connections 0 'sessions 0 'shed 0 'memory (json-null)
                                  'uptime 0.06))))
@@ -137,6 +137,8 @@
            "fastcgi_worker_requests_total{pool=\"www\",pid=\"102\",generation=\"1\"} 0"
            "fastcgi_worker_queue_delay_seconds{pool=\"www\",pid=\"101\",generation=\"1\"} 0.00025"
            "fastcgi_worker_memory_bytes{pool=\"www\",pid=\"101\",generation=\"1\"} 52428800"
+           "# TYPE fastcgi_worker_max_requests gauge"
+           "fastcgi_worker_max_requests{pool=\"www\",pid=\"101\",generation=\"1\"} 1037"
            "# EOF")
          ;; null or absent: left out; text values have no family
          (list #rx"listen_queue" #rx"queue_delay_seconds{[^}]*pid=\"102\""

@@ -2,7 +2,8 @@
 ;; The systemd units in deploy/systemd, as far as they run without systemd as PID 1:
 ;; `systemd-analyze verify` accepts them, and their ExecStart and ExecReload lines, run as
 ;; written (the paths under /srv and /run moved to a temporary folder, no User=), serve,
-;; reload and stop. The socket-activated service gets its socket as systemd passes it:
+;; reload and stop, telling a notify socket of the test's own what systemd's Type=notify
+;; expects (READY, RELOADING, STOPPING). The socket-activated service gets its socket as systemd passes it:
 ;; fd 3 with LISTEN_FDS=1 and LISTEN_PID set to the service's own pid.
 (require ffi/unsafe/port
          racket/file
@@ -12,7 +13,8 @@
          "../fastcgi/client.rkt"
          "../fastcgi/private/signals.rkt"
          "../fastcgi/private/transport.rkt"
-         "integration/lib.rkt")
+         "integration/lib.rkt"
+         "lib/notify-socket.rkt")
 
 (define here (let-values ([(dir _n _d) (split-path (syntax-source #'here))]) dir))
 (define units (build-path here ".." "deploy" "systemd"))
@@ -34,6 +36,9 @@
 (define app-source
   "#lang racket/base\n(require fastcgi)\n(provide fastcgi-handler)\n(define (fastcgi-handler r)\n  (write-string \"Content-Type: text/plain\\r\\n\\r\\nfrom systemd\\n\" (fastcgi-request-stdout r)))\n")
 
+;; has-line? : string -> (datagram -> boolean) ; a datagram with this line
+(define ((has-line? line) d) (and (member line (string-split (datagram-text d) "\n")) #t))
+
 (test-case "systemd-analyze verify accepts the units"
   (for ([f (in-list (directory-list units #:build? #t))]
         #:when (regexp-match? #rx"[.](service|socket)$" f))
@@ -52,9 +57,20 @@
                     (cond [(null? as) '()]
                           [(equal? (car as) "--socket-group") (loop (cddr as))]
                           [else (cons (car as) (loop (cdr as)))])))
+     ;; as systemd sets them for Type=notify and WatchdogSec=
+     (define ns (open-notify-socket (path->string (build-path dir "notify.sock"))))
+     (define watchdog-usec (* 1000000 (string->number (cadr (regexp-match #rx"(?m:^WatchdogSec=([0-9]+)s$)" (file->string (build-path units "racket-app.service")))))))
+     (define env (environment-variables-copy (current-environment-variables)))
+     (environment-variables-set! env #"NOTIFY_SOCKET" (string->bytes/utf-8 (path->string (build-path dir "notify.sock"))))
+     (environment-variables-set! env #"WATCHDOG_USEC" (string->bytes/utf-8 (number->string watchdog-usec)))
+     (parameterize ([current-environment-variables env])
      (call-with-process
       "service" (car start) args #:dir dir
       (λ (p)
+        ;; Type=notify: READY=1 from the service's own pid (NotifyAccess=main), the exec
+        ;; from raco to racket keeping it
+        (define ready (wait-for-datagram ns 0 (has-line? "READY=1") 60 "READY=1"))
+        (check-equal? (datagram-pid (list-ref (notify-datagrams ns) ready)) (proc-pid p))
         (define sock (path->string (build-path dir "run" "racket-app" "app.sock")))
         (wait-for-unix-socket sock 30)
         (define pid-file (build-path dir "run" "racket-app" "manager.pid"))
@@ -69,10 +85,15 @@
         (define-values (rc rout rerr) (run-program (car reload) (cdr reload) #:timeout 100))
         (check-equal? rc 0 (bytes->string/utf-8 rerr))
         (check-regexp-match #rx"reloaded: generation 2" (bytes->string/utf-8 rout))
+        (define reloading (wait-for-datagram ns ready (has-line? "RELOADING=1") 20 "RELOADING=1"))
+        (wait-for-datagram ns reloading (has-line? "READY=1") 60 "READY=1 after the reload")
         (check-true (send-signal! (proc-pid p) SIGTERM))
         (check-equal? (sync/timeout 40 (proc-subprocess p)) (proc-subprocess p))
         (check-equal? (subprocess-status (proc-subprocess p)) 0)
-        (check-true (file-exists? (build-path dir "log" "racket-app" "access.log")) "access log written"))))))
+        (check-true (file-exists? (build-path dir "log" "racket-app" "access.log")) "access log written")
+        (wait-for-datagram ns ready (has-line? "STOPPING=1") 5 "STOPPING=1")
+        (close-notify-socket! ns)))))))
+
 
 (test-case "racket-app-activated: the manager takes systemd's socket (fd 3) and serves on it"
   (call-with-temp-dir

@@ -1133,7 +1133,7 @@ replaced): they only grow.
 In OpenMetrics each pool value is a family (@tt{fastcgi_requests_total},
 @tt{fastcgi_request_duration_seconds_bucket}, @tt{fastcgi_responses_total{class="5xx"}}
 ...), labelled with @tt{pool}; the per-worker series are families of their own
-(@tt{fastcgi_worker_requests_total}, @tt{fastcgi_worker_memory_bytes},
+(@tt{fastcgi_worker_requests_total}, @tt{fastcgi_worker_memory_bytes}, @tt{fastcgi_worker_max_requests},
 @tt{fastcgi_worker_request_duration_seconds}, @tt{fastcgi_worker_responses_total} ...),
 labelled also with @tt{pid} and @tt{generation}, so that a sum over workers never counts
 twice. A worker's series end with it; the pool's totals go on. The exposition ends with
