@@ -1229,6 +1229,11 @@ step (NTP). A time up to a second ahead counts as no wait; one further ahead, on
 the year 2000, or a value that is not one of the forms above is ignored: the request has
 no queue time, and is served as usual.
 
+A client can send an @tt{X-Request-Start} header of its own, which reaches the worker as
+the same param when the front passes none: so set the line in the front. What a client
+can do with it is bounded: a request that claims to be old only gets itself the 503
+below, and one value moves one request in the histogram.
+
 The queue time goes into the @tt{queue_time_seconds} histogram of the status
 (@secref["status"]) and at the end of the access log's line (@secref["logs"]). With
 @DFlag{max-queue-delay} @nonterm{secs} (@secref["shedding"]), a request that has already
