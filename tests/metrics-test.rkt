@@ -94,21 +94,10 @@
     (check-true (and m (member (cadr m) counters) #t) (format "promtool: ~a" l))))
 
 ;; run-program/text : path (listof string) string -> (values string string natural)
+;; integration/lib.rkt's run-program, the input and output as text
 (define (run-program/text program args input)
-  (define-values (sp out in err) (subprocess #f #f #f program "check" "metrics"))
-  (write-string input in)
-  (close-output-port in)
-  (define o (make-bytes 0))
-  (define ot (thread (λ () (set! o (read-all out)))))
-  (define e (read-all err))
-  (thread-wait ot)
-  (sync/timeout 10 sp)
-  (close-input-port out) (close-input-port err)
-  (values (bytes->string/utf-8 o) (bytes->string/utf-8 e) (subprocess-status sp)))
-(define (read-all in) (let ([o (open-output-bytes)]) (copy-port-bytes in o) (get-output-bytes o)))
-(define (copy-port-bytes in o)
-  (define bs (read-bytes 4096 in))
-  (unless (eof-object? bs) (write-bytes bs o) (copy-port-bytes in o)))
+  (define-values (code out err) (run-program program args #:stdin (string->bytes/utf-8 input)))
+  (values (bytes->string/utf-8 out #\?) (bytes->string/utf-8 err #\?) code))
 
 (test-case "37 requests: their status classes, sizes and count, in JSON, OpenMetrics (promtool) and after a worker dies"
   (call-with-serve
