@@ -80,8 +80,8 @@ fcgi-app racket-app
     index index.rkt
     path-info ^(/app)(/.*)?$
     option keep-conn
-    option mpxs-conns
-    option max-reqs 100
+    #option mpxs-conns
+    #option max-reqs 100
 }|
 
 HAProxy chroots after reading its configuration, so the socket lives inside the chroot
@@ -90,14 +90,22 @@ and the server line names it from inside (@tt{/run/app.sock} is
 @DFlag{socket-group} @tt{haproxy}: the socket is then @tt{0660 root:haproxy}, open to
 HAProxy's group only.
 
-With @tt{option mpxs-conns} and @tt{max-reqs}, HAProxy sends several requests at once on
-one FastCGI connection, which the server multiplexes; @tt{http-reuse always} lets
-requests from different client connections share it. The test sends 12 concurrent
-requests from 12 client connections and finds them on 2 FastCGI connections, up to 6 at
-once on one. @tt{maxconn} on the server line caps the requests in flight to the app
-(more wait in HAProxy's queue), below the app's @DFlag{max-concurrent}. @tt{max-reqs 100}
-matches what one connection takes (@DFlag{max-requests-per-connection}, 100, which the
-server also reports as @wire{FCGI_MAX_REQS}, so @tt{option get-values} would find the same).
+@tt{option keep-conn} keeps FastCGI connections open between requests; @tt{maxconn}
+on the server line caps the requests in flight to the app (more wait in HAProxy's queue),
+below the app's @DFlag{max-concurrent}.
+
+Multiplexing is off in the published file. With @tt{option mpxs-conns} and
+@tt{max-reqs 100}, HAProxy sends several requests at once on one FastCGI connection, which
+the server multiplexes (@tt{http-reuse always} lets requests from different client
+connections share it; 100 is what one connection takes, @DFlag{max-requests-per-connection},
+which the server also reports as @wire{FCGI_MAX_REQS}). But HAProxy 2.6.12, Debian 12's,
+multiplexing under load answers a share of requests with its own 500 (termination state
+@tt{IH}) before the app sees them: its trace says it failed to encode the request's
+@wire{FCGI_PARAMS} (HAProxy's issue 2568, fixed after 2.6.12). Measured with wrk, 10
+seconds at 24 client connections, 38 of 146,002 requests; at 64, 1,531 of 162,285; none
+without the two lines (@filepath{deploy/haproxy/README.md}). With a HAProxy that has the
+fix, uncomment them: the test runs the file with them too and finds 12 concurrent
+requests from 12 client connections on 2 FastCGI connections, up to 6 at once on one.
 
 @tt{docroot} is required by HAProxy and becomes @wire{DOCUMENT_ROOT}; the app does not
 read it. @tt{path-info} gives @wire{SCRIPT_NAME} and @wire{PATH_INFO}; with it set,

@@ -4,8 +4,10 @@
 ;; group, in front of deploy-app.rkt served by `raco fastcgi serve` on a unix socket inside
 ;; the chroot, mode 0660, group haproxy. Checked: HAProxy really is chrooted and not root;
 ;; path-info gives SCRIPT_NAME and PATH_INFO; a %0a path is refused by HAProxy, not passed
-;; on; and concurrent requests from separate client connections share FastCGI connections
-;; (the app counts the requests in flight on each connection).
+;; on; concurrent requests go one at a time on a connection as published (HAProxy 2.6
+;; multiplexes with errors, see the file), and with the file's two multiplexing lines
+;; uncommented, concurrent requests from separate client connections share FastCGI
+;; connections (the app counts the requests in flight on each connection).
 (module+ test
   (require racket/file
            racket/list
@@ -42,6 +44,21 @@
                              #:when (string-prefix? l (string-append name ":")))
                    l))
     (string-trim (substring line (add1 (string-length name)))))
+
+;; concurrent-info : natural natural -> (listof (listof string))
+  ;; n requests at once, each from its own client connection, each held 1.5 s by the app
+  (define (concurrent-info port n)
+    (define results (make-vector n #f))
+    (define threads
+      (for/list ([i (in-range n)])
+        (thread (λ ()
+                  (vector-set! results i
+                               (with-handlers ([exn:fail? exn-message])
+                                 (http-request port "/app/info?sleep=1.5" #:timeout 30)))))))
+    (for-each thread-wait threads)
+    (for/list ([r (in-vector results)])
+      (unless (http-response? r) (fail (format "request failed: ~a" r)))
+      (parse-info r)))
 
   (define (run dir)
     (define-values (uid gid) (user-ids "haproxy"))
@@ -89,26 +106,32 @@
          (check-false (http-response-header r "X-App-Host") "the app answered it")
          (parse-info (http-request port "/app/info")))
 
-       (test-case "12 concurrent requests from 12 client connections are multiplexed"
-         (define n 12)
-         (define results (make-vector n #f))
-         (define threads
-           (for/list ([i (in-range n)])
-             (thread (λ ()
-                       (vector-set! results i
-                                    (with-handlers ([exn:fail? exn-message])
-                                      (http-request port "/app/info?sleep=1.5" #:timeout 30)))))))
-         (for-each thread-wait threads)
-         (define answers
-           (for/list ([r (in-vector results)])
-             (unless (http-response? r) (fail (format "request failed: ~a" r)))
-             (parse-info r)))
-         (define conns (remove-duplicates (map (λ (a) (take a 2)) answers)))
+       (test-case "12 concurrent requests from 12 client connections: one at a time on a connection"
+         (define answers (concurrent-info port 12))
          (define peak (apply max (map (λ (a) (string->number (caddr a))) answers)))
-         (printf "haproxy-test: ~a requests over ~a FastCGI connections, at most ~a at once on one\n"
-                 n (length conns) peak)
-         (check-true (< (length conns) n) (format "~a requests took ~a connections" n (length conns)))
-         (check-true (>= peak 2) "no connection ever carried two requests at once"))
+         (check-equal? peak 1 "the published file does not multiplex (HAProxy 2.6's IH 500s)"))
+
+       (test-case "with the file's two multiplexing lines uncommented, requests are multiplexed"
+         (define text (file->string cfg))
+         (define mpx (regexp-replace* #rx"\n    #(option (mpxs-conns|max-reqs [0-9]+))" text "\n    \\1"))
+         (check-equal? (length (regexp-match* #rx"\n    option (mpxs-conns|max-reqs)" mpx)) 2
+                       "the published file has the two lines, commented out")
+         (define mpx-port (car (free-ports 1)))
+         (define mpx-cfg (build-path dir "haproxy-mpx.cfg"))
+         (display-to-file (regexp-replace #rx"bind [^\n]*" mpx (format "bind 127.0.0.1:~a" mpx-port)) mpx-cfg)
+         (define hp2 (start-process "haproxy-mpx" haproxy (list "-f" (path->string mpx-cfg) "-db") #:dir dir))
+         (dynamic-wind
+          void
+          (λ ()
+            (wait-for-tcp mpx-port 10)
+            (define answers (concurrent-info mpx-port 12))
+            (define conns (remove-duplicates (map (λ (a) (take a 2)) answers)))
+            (define peak (apply max (map (λ (a) (string->number (caddr a))) answers)))
+            (printf "haproxy-test: 12 requests over ~a FastCGI connections, at most ~a at once on one\n"
+                    (length conns) peak)
+            (check-true (< (length conns) 12) (format "12 requests took ~a connections" (length conns)))
+            (check-true (>= peak 2) "no connection ever carried two requests at once"))
+          (λ () (stop-process! hp2))))
 
        (test-case "HAProxy and the app logged no errors"
          (check-clean-log "haproxy" (proc-stderr-file hp) #rx"(?i:alert|emerg|\\[error\\])")

@@ -1,8 +1,8 @@
 #lang racket/base
 ;; Reloads, recycles and a graceful stop under a load that mixes GET and POST (with
 ;; bodies), through the published nginx (deploy/nginx/racket-app.conf: upstream keepalive)
-;; and HAProxy (deploy/haproxy/haproxy.cfg: kept, multiplexed connections) files, with wrk
-;; as the client. A front may send a request on an idle kept connection at the moment a
+;; and HAProxy (deploy/haproxy/haproxy.cfg: kept connections) files, with wrk as the client
+;; (24 connections). A front may send a request on an idle kept connection at the moment a
 ;; retiring worker would close it; it retries a GET elsewhere but never a POST it has sent,
 ;; so such a close shows here as a 502. The rule under test (handover.rkt): a retiring
 ;; worker hands its kept connections to a sibling instead of closing them, and a stopping
@@ -56,9 +56,6 @@ LUA
     )
 
   ;; run-wrk : path natural real natural -> hash ; requests non2xx connect read write timeout
-  ;; (HAProxy is given 8 connections: at 24, its multiplexed FastCGI connections answer
-  ;; some requests 500 with no fault at all, termination state IH; see the note in
-  ;; deploy/haproxy/README.md)
   (define (run-wrk dir port seconds [connections 24])
     (define script (build-path dir "mix.lua"))
     (unless (file-exists? script) (call-with-output-file script (λ (o) (write-string wrk-script o))))
@@ -151,7 +148,7 @@ LUA
           (with-front front dir serve-args
             (λ (port pid-file pool)
               (define t (thread (λ () (fault pid-file pool))))
-              (define r (run-wrk dir port 9 (if (eq? front 'haproxy) 8 24)))
+              (define r (run-wrk dir port 9))
               (thread-wait t)
               (check-all-answered (format "~a ~a" front name) r)
               (check-fault (board pid-file) (file-text (proc-stderr-file pool)))))))))
@@ -198,7 +195,7 @@ LUA
 
   ;; The same through HAProxy, whose log (level notice in the published file) does not
   ;; show requests: a request refused once nothing listens is HAProxy's 503 (as is the
-  ;; app's 503 for a newcomer on a multiplexed connection while it stops); one cut under
+  ;; app's 503 for a newcomer on a connection while it stops); one cut under
   ;; it would be HAProxy's 502 or 500. (wrk may count a few read errors: HAProxy closes the
   ;; client's connection after its own 503, under the request wrk sent next.)
   (test-case* "haproxy, graceful stop: no sent request lost"
@@ -207,7 +204,7 @@ LUA
         (with-front 'haproxy dir '()
           (λ (port pid-file pool)
             (define t (thread (λ () (sleep 3) (send-signal! (manager-pid pid-file) SIGTERM))))
-            (define r (run-wrk dir port 6 8))
+            (define r (run-wrk dir port 6))
             (thread-wait t)
             (define codes (hash-ref r 'codes))
             (check-true (> (hash-ref codes 200 0) 500) (format "the load ran: ~a" r))
