@@ -51,6 +51,19 @@
      (check-false (file-exists? pid-file) "no pid file")
      (check-false (file-exists? (pid-file->status-file pid-file)) "no status file"))))
 
+(test-case "--pm ondemand: an app that raises at load exits 1 at start too, with no connection"
+  (call-with-temp-dir
+   "fcgi-ff"
+   (λ (dir)
+     ;; a worker starts at start all the same, so that the code is known to load; before,
+     ;; the failure came only with the first connection, long after the deploy said ok
+     (define-values (status err)
+       (serve dir (list "--listen" (string-append "unix:" (sock dir)) "--pm" "ondemand")
+              #:source broken-source))
+     (check-equal? status 1)
+     (check-one-line err #rx"broken at load")
+     (check-false (file-exists? (sock dir)) "no socket file"))))
+
 (test-case "an unusable listen address: exit 1, one line"
   (call-with-temp-dir
    "fcgi-ff"

@@ -419,17 +419,29 @@
         (check-true (process-alive? (proc-pid (pool-manager p))) "SIGUSR1 did not kill the manager"))))))
 
 
-(test-case "--pm ondemand: no worker until a connection waits; idle ones stop"
+(test-case "--pm ondemand: one worker at start proves the code, then none while idle; one per waiting connection"
   (call-with-pool
    '("--pm" "ondemand" "--max-workers" "2" "--idle-timeout" "1")
-   #:ready 0
+   #:ready 1
    (λ (p)
-     ;; the start-up probe (a connect to the socket) may have started one: it goes idle
+     (check-equal? (hash-ref (board p) 'generation) 1)
      (wait-until 10 "no worker while nothing comes" (λ () (null? (board-workers p))))
      (check-equal? (http-response-status (get p "/" #:timeout 30)) 200 "served by a worker started for it")
      (check-true (>= (length (board-workers p)) 1))
      (wait-until 10 "the idle worker stopped" (λ () (null? (board-workers p))))
-     (check-equal? (http-response-status (get p "/" #:timeout 30)) 200 "and again"))))
+     (check-equal? (http-response-status (get p "/" #:timeout 30)) 200 "and again")
+     (wait-until 10 "idle again" (λ () (null? (board-workers p))))
+     ;; a reload of the idle pool loads the new code in a worker before it says done:
+     ;; broken code fails the reload (ctl reload exits 1), and the pool goes on serving
+     (display-to-file "#lang racket/base\n(error 'app \"broken at load\")\n" (pool-app p) #:exists 'truncate)
+     (define-values (r rout rerr) (run-program* raco (list "fastcgi" "ctl" "reload" "--pid-file" (pool-pid-file p) "--timeout" "30")))
+     (check-equal? r 1 (format "ctl reload reports the failure: ~a~a" rout rerr))
+     (check-regexp-match #rx"reload failed" rerr)
+     (check-true (process-alive? (proc-pid (pool-manager p))) "the manager lives on")
+     (display-to-file (app-source "v2") (pool-app p) #:exists 'truncate)
+     (define-values (r2 out2 err2) (run-program* raco (list "fastcgi" "ctl" "reload" "--pid-file" (pool-pid-file p) "--timeout" "30")))
+     (check-equal? r2 0 err2)
+     (check-regexp-match #rx"^v2 " (body-of (get p "/" #:timeout 30))))))
 
 (test-case "--pm dynamic: grows while workers are busy, shrinks to max-spare idle"
   (call-with-pool

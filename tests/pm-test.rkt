@@ -54,7 +54,8 @@
                (list static-1 1 #f)
                (list static-4 4 #f)
                (list dynamic-2-3-5 2 #f)
-               (list ondemand-4 0 #t)))])
+               ;; ondemand: one at start all the same, so that the code is known to load
+               (list ondemand-4 1 #t)))])
     (check-equal? (pm-initial-count (car row)) (cadr row) (pm-describe (car row)))
     (check-equal? (pm-wants-pending? (car row)) (caddr row) (pm-describe (car row)))))
 
@@ -66,7 +67,9 @@
                (list dynamic-2-3-5 5 5)
                (list dynamic-2-3-5 1 2)
                (list ondemand-4 3 3)
-               (list ondemand-4 0 0)))])
+               (list ondemand-4 1 1)
+               ;; an idle ondemand pool reloads with one worker: the new code is loaded
+               (list ondemand-4 0 1)))])
     (check-equal? (pm-reload-count (car row) (cadr row)) (caddr row)
                   (format "~a, ~a serving" (pm-describe (car row)) (cadr row)))))
 

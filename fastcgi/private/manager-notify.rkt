@@ -10,7 +10,6 @@
          "clock.rkt"
          "log.rkt"
          "manager-state.rkt"
-         "pm.rkt"
          "sd-notify.rkt")
 (provide open-manager-notify!
          notify-tick!
@@ -103,16 +102,14 @@
   (apply notify! (notify-sd n) (append lines (list (string-append "STATUS=" prefix text)))))
 
 ;; first-generation-serves? : manager -> boolean
-;; Every worker of the generation that serves is ready (with --pm ondemand and no
-;; worker yet: at once), the point from which a worker that dies no longer ends the
-;; manager (manager-exits.rkt).
+;; Every worker of the generation that serves is ready (an ondemand pool's idle workers
+;; may all have stopped since), the point from which a worker that dies no longer ends
+;; the manager (manager-exits.rkt).
 (define (first-generation-serves? m)
   (define ws (serving m (manager-gen m)))
   (and (not (manager-stopping? m))
-       (if (null? ws)
-           (zero? (pm-initial-count (manager-plan m)))
-           (and (manager-ever-ready? m)
-                (andmap (λ (w) (eq? (worker-state w) 'ready)) ws)))))
+       (manager-ever-ready? m)
+       (andmap (λ (w) (eq? (worker-state w) 'ready)) ws)))
 
 ;; frozen? : manager -> boolean ; there are workers, and every one not stopping is late
 (define (frozen? m)

@@ -36,13 +36,12 @@
   (define n (pm-reload-count (manager-plan m) (length (serving m gen))))
   (log-fastcgi-info "reload: starting generation ~a (~a workers)" (add1 gen) n)
   (notify-reloading! m)
-  (cond
-    [(zero? n) (set-manager-gen! m (add1 gen)) (reload-settled! m #f)]
-    [else
-     (set-manager-reload-gen! m (add1 gen))
-     (start-failures-over! m)
-     (set-manager-next-spawn-ms! m 0.)
-     (for ([_ (in-range n)]) (spawn! m (add1 gen)))]))
+  ;; n >= 1 (an idle ondemand pool too): the new code must have loaded somewhere before
+  ;; the reload is said done
+  (set-manager-reload-gen! m (add1 gen))
+  (start-failures-over! m)
+  (set-manager-next-spawn-ms! m 0.)
+  (for ([_ (in-range n)]) (spawn! m (add1 gen))))
 
 ;; reload-settled! : manager (or/c string #f) -> void
 ;; The reload under way is done (#f) or failed (why); one asked meanwhile starts now.

@@ -4,9 +4,10 @@
 ;; - static: always `workers` processes.
 ;; - dynamic: keep between min-spare and max-spare idle workers, at most max-workers;
 ;;   one idle worker past max-spare is stopped per decision (4 per second at most).
-;; - ondemand: none at start; one is started when a connection waits and no worker is idle
-;;   (the manager watches the listening socket), at most max-workers; a worker idle for
-;;   idle-timeout seconds is stopped.
+;; - ondemand: one is started when a connection waits and no worker is idle (the manager
+;;   watches the listening socket), at most max-workers; a worker idle for idle-timeout
+;;   seconds is stopped. One starts at start and at each reload all the same, so that the
+;;   code is known to load (fail fast, a truthful reload); it stops when idle like any.
 (require racket/list
          "config.rkt")
 (provide (struct-out pm-plan)
@@ -41,19 +42,19 @@
     [else (format "pm ondemand, at most ~a workers, idle ones stop after ~a s"
                   (pm-plan-max-workers p) (pm-plan-idle-timeout p))]))
 
-;; pm-initial-count : pm-plan -> natural
+;; pm-initial-count : pm-plan -> natural ; at least 1
 (define (pm-initial-count p)
   (case (pm-plan-kind p)
     [(static) (pm-plan-workers p)]
     [(dynamic) (pm-plan-min-spare p)]
-    [else 0]))
+    [else 1]))
 
-;; pm-reload-count : pm-plan natural -> natural ; size of a reloaded generation
+;; pm-reload-count : pm-plan natural -> natural ; size of a reloaded generation, at least 1
 (define (pm-reload-count p serving)
   (case (pm-plan-kind p)
     [(static) (pm-plan-workers p)]
     [(dynamic) (max serving (pm-plan-min-spare p))]
-    [else serving]))
+    [else (max serving 1)]))
 
 ;; pm-wants-pending? : pm-plan -> boolean ; should the manager watch the listening socket
 (define (pm-wants-pending? p) (eq? (pm-plan-kind p) 'ondemand))

@@ -791,10 +791,12 @@ and the C responder's; @filepath{bench/RESULTS.md} has the figures.
        up to @DFlag{max-workers} in all; when more than @DFlag{max-spare} are idle, it
        stops the one idle longest, at most four a second. Each time it wants a worker
        past @DFlag{max-workers}, the status counts it under @tt{max workers reached}.}
- @item{@DFlag{pm} @tt{ondemand}: starts with no worker. The manager watches the listening
-       socket; when a connection waits and no worker is idle or starting, it starts one,
-       up to @DFlag{max-workers}. A worker idle for @DFlag{idle-timeout} seconds is
-       stopped.}
+ @item{@DFlag{pm} @tt{ondemand}: the manager watches the listening socket; when a
+       connection waits and no worker is idle or starting, it starts one, up to
+       @DFlag{max-workers}. A worker idle for @DFlag{idle-timeout} seconds is stopped.
+       One worker starts at start and at each reload all the same, so that the code is
+       known to load before the pool is said to serve (@secref["fail-fast"]) or the
+       reload done; with no request, it stops after @DFlag{idle-timeout} like any other.}
 ]
 
 How many workers: one per core, the default, suits handlers that compute. In the
@@ -946,8 +948,7 @@ socket that accepts connections and never answers.
        start: cannot load /srv/app.rkt: app: no database}, kills the other workers that
        were starting, removes the socket file, the pid file and the status file, and exits
        with status 1, as soon as the first worker fails (the time it takes to load the
-       app). With @DFlag{pm} @tt{ondemand} no worker starts before the first connection
-       waits, so the check comes then: run @DFlag{check} when deploying.}
+       app). With @DFlag{pm} @tt{ondemand} too: one worker starts at start for this.}
  @item{@bold{After a good start}, workers that die are replaced with the pause of
        @secref["recycle"] and the manager lives on (a database down for a while must not
        stop the pool). The manager's log line names the reason a worker gave
@@ -1033,7 +1034,7 @@ names (a leading @litchar["@"] names one in the abstract namespace). The units i
 @itemlist[
  @item{@tt{READY=1} once every worker of the first generation is ready, the point from
        which a worker that dies no longer ends the manager (@secref["fail-fast"]); with
-       @DFlag{pm} @tt{ondemand}, at once. @exec{systemctl start} returns then, and the
+       @DFlag{pm} @tt{ondemand}, the one it starts at start. @exec{systemctl start} returns then, and the
        units ordered after this one start when the pool serves.}
  @item{@tt{RELOADING=1} with @tt{MONOTONIC_USEC} (@tt{CLOCK_MONOTONIC}, read with
        @tt{clock_gettime}) when a reload starts (SIGHUP or @exec{raco fastcgi ctl
