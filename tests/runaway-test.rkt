@@ -24,8 +24,10 @@
 ;; requests beside it have time to come); /leak-write: the same with 64 KiB pieces, each
 ;; also written out (most of its time is spent in a send, holding the connection's write
 ;; lock); /grow: 1 MiB every 20 ms, all kept, up to 1 GiB; /slow: answers after 2 s;
-;; /exit: exit before any output; /write-exit: exit after some output left; anything
-;; else: the worker's pid.
+;; /exit: exit before any output; /write-exit: exit after some output left;
+;; /thread-exit: a thread the handler starts calls exit, and the handler answers once that
+;; thread has ended; /late-exit: a thread the handler starts calls exit 0.3 s after the
+;; answer; anything else: the worker's pid.
 (define app-source #<<END
 #lang racket/base
 (require racket/os fastcgi)
@@ -56,6 +58,8 @@
     [(equal? uri #"/slow") (sleep 2) (answer (format "~a" (getpid)))]
     [(equal? uri #"/exit") (exit 3)]
     [(equal? uri #"/write-exit") (answer "partial") (flush-output out) (exit 3)]
+    [(equal? uri #"/thread-exit") (thread-wait (thread (λ () (exit 4)))) (answer "thread ended")]
+    [(equal? uri #"/late-exit") (thread (λ () (sleep 0.3) (exit 5))) (answer "answered")]
     [else (answer (format "~a" (getpid)))]))
 
 END
@@ -130,7 +134,16 @@ END
   (check-true (regexp-match? #rx#"partial$" (fcgi-reply-stdout r)) "what left before the exit")
   (check-equal? (get-pid p) pid "the same worker serves after exit")
   (wait-for-log p #rx"GET /write-exit: handler called exit: request ended")
-  (check-equal? (length (regexp-match* #rx"handler called exit" (log-text p))) 2 "a log line each"))
+  (check-equal? (length (regexp-match* #rx"handler called exit" (log-text p))) 2 "a log line each")
+  ;; a thread the handler started: exit ends that thread, never the worker (as under
+  ;; web-server's servlet dispatcher, whose exit handler such threads inherit)
+  (define-values (t-status t-body) (get p "/thread-exit"))
+  (check-equal? (list t-status t-body) '(200 #"thread ended") "the handler went on after its thread's exit")
+  (define-values (l-status l-body) (get p "/late-exit"))
+  (check-equal? (list l-status l-body) '(200 #"answered"))
+  (wait-for-log p #rx"GET /late-exit: a thread its handler started called exit: that thread ended")
+  (check-equal? (get-pid p) pid "the same worker serves after its threads' exits")
+  (check-equal? (length (regexp-match* #rx"a thread its handler started called exit" (log-text p))) 2))
 
 (test-case "--request-memory: a runaway request alone is ended; its neighbours and the worker go on"
   (call-with-pool

@@ -4,8 +4,10 @@
 ;;
 ;; exit. install-exit-handler! wraps the exit handler of the thread that starts a server
 ;; (its threads inherit it): called where a handler runs (inside call-handler's prompt),
-;; it escapes to that prompt and the request is answered 500; anywhere else it does what
-;; it did. As web-server's servlet dispatcher does for a servlet.
+;; it escapes to that prompt and the request is answered 500; called in a thread that a
+;; handler started, it ends that thread; anywhere else it does what it did. As
+;; web-server's servlet dispatcher does for a servlet (whose exit handler every thread it
+;; starts inherits).
 ;;
 ;; Memory. With a limit, the handler runs in a thread of its own under a custodian of its
 ;; own, limited with custodian-limit-memory: Racket charges that custodian with what its
@@ -40,14 +42,21 @@
 ;; The prompt around a handler, which its exit escapes to.
 (define exit-tag (make-continuation-prompt-tag 'fastcgi-exit))
 
+;; The request whose handler runs in this thread, or #f; preserved, so that a thread the
+;; handler starts holds it too (for as long as it lives): exit there ends that thread.
+(define handler-request (make-thread-cell #f #t))
+
 ;; call-here : (fastcgi-request -> any) fastcgi-request -> (or/c #f box) ; in this thread
 (define (call-here handler r)
-  (call-with-continuation-prompt
-   (λ () (catch-all box (parameterize-break #t (handler r)) #f))
-   exit-tag
-   (λ ()
-     (log-ended r "handler called exit: request ended")
-     (box ended))))
+  (thread-cell-set! handler-request r)
+  (begin0
+    (call-with-continuation-prompt
+     (λ () (catch-all box (parameterize-break #t (handler r)) #f))
+     exit-tag
+     (λ ()
+       (log-ended r "handler called exit: request ended")
+       (box ended)))
+    (thread-cell-set! handler-request #f)))
 
 ;; call-limited : (fastcgi-request -> any) fastcgi-request natural -> (or/c #f box)
 ;; In a thread of its own under a custodian limited to limit bytes (see the top). That
@@ -109,16 +118,22 @@
 
 ;; install-exit-handler! : -> void
 ;; In the current thread (and the threads it makes from now on), exit called by a handler
-;; ends its request; anywhere else, the exit handler that was there does what it did.
+;; ends its request, and called by a thread a handler started ends that thread; anywhere
+;; else, the exit handler that was there does what it did.
 (define (install-exit-handler!)
   (define outer (exit-handler))
   (unless (request-exit? outer)
     (exit-handler (request-exit outer))))
 
-;; An exit handler that escapes to call-here's prompt where there is one, else calls outer.
+;; An exit handler that escapes to call-here's prompt where there is one; in a thread a
+;; handler started, ends that thread; else calls outer.
 (struct request-exit (outer)
   #:property prop:procedure
   (λ (self v)
-    (if (continuation-prompt-available? exit-tag)
-        (abort-current-continuation exit-tag)
-        ((request-exit-outer self) v))))
+    (cond
+      [(continuation-prompt-available? exit-tag) (abort-current-continuation exit-tag)]
+      [(thread-cell-ref handler-request)
+       => (λ (r)
+            (log-ended r "a thread its handler started called exit: that thread ended")
+            (kill-thread (current-thread)))]
+      [else ((request-exit-outer self) v)])))

@@ -828,6 +828,12 @@ is read only for a time that is shown, when it is shown: log lines, the HTTP @tt
 and the status page's @tt{start_time}, which is the wall clock now less the uptime (after
 a step, the start as the wall clock now reads it). @filepath{tests/clock-step-test.rkt}
 steps the wall clock of a running pool an hour forward and two hours back.
+Two timers that belong to @racketmodname[web-server] read the wall clock: the ageing of
+the default continuation manager (serve/servlet's LRU manager: a session loses one of its
+24 life points each 10 minutes) and the HTTP connection timer of @exec{raco fastcgi dev}.
+A step forward ages every session by one point at most (the timer fires once, then counts
+from the new time); a step back pauses the ageing for the length of the step, while the
+sessions' memory bound (@DFlag{servlet-memory}, ours) goes on, on the monotonic clock.
 
 @subsection[#:tag "recycle"]{Replacing workers}
 
@@ -924,9 +930,13 @@ handler, a servlet, with or without a memory limit) ends that request as a raise
 exception would (@secref["servlets"]): a 500 page when nothing of its answer has left,
 else @wire{END_REQUEST} with application status 1, and a warning such as
 @tt{request 1 from unix GET /exit: handler called exit: request ended}. The process goes
-on serving, as under @racketmodname[web-server]'s servlet dispatcher. Elsewhere (while the
-application loads, in a thread it started) @racket[exit] does what it always does: the
-process exits, and the manager replaces the worker.
+on serving, as under @racketmodname[web-server]'s servlet dispatcher. In a thread that a
+handler started (at any time, during its request or after), @racket[exit] ends that
+thread only, with a warning such as @tt{request 1 from unix GET /jobs: a thread its handler
+started called exit: that thread ended}; under the servlet dispatcher too, such threads
+inherit the exit handler, and the process goes on. Elsewhere (while the application
+loads, in a thread started then) @racket[exit] does what it always does: the process
+exits, and the manager replaces the worker.
 
 @subsection[#:tag "fail-fast"]{Fail fast, fail loud}
 
@@ -2113,7 +2123,8 @@ one the workers accept on): put it where nothing cleans, such as @filepath{/run}
        none: every deadline and interval runs on the monotonic clock (@secref["pm"]).}
  @item{A request that allocates without bound ends alone under @DFlag{request-memory};
        a worker past @DFlag{max-memory-hard} is replaced without waiting; @racket[exit]
-       in a handler ends its request only (@secref["runaway"], @secref["recycle"]).}
+       in a handler ends its request only, and in a thread a handler started, that thread
+       only (@secref["runaway"], @secref["recycle"]).}
  @item{A worker that is frozen, stopped or blocked in a foreign call is seen as
        @tt{late} within seconds and replaced after @DFlag{request-timeout} plus 10
        seconds (@secref["recycle"]).}
