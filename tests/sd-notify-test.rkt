@@ -5,7 +5,7 @@
 ;; MONOTONIC_USEC then READY=1 on SIGHUP, STOPPING=1 on SIGTERM; every datagram sent by
 ;; the manager (the kernel's credentials), none by a worker, whose environment holds none
 ;; of the variables; no WATCHDOG=1 while every worker is frozen; an abstract-namespace
-;; address. Real processes, every wait bounded, no timing assertions.
+;; address; --single-process (READY=1, WATCHDOG=1, STOPPING=1). Real processes, every wait bounded, no timing assertions.
 (require racket/file
          racket/list
          racket/os
@@ -210,3 +210,22 @@
      (check-equal? (failures) 1)
      (check-equal? (subprocess-status (proc-subprocess mgr)) 'running)
      (check-equal? (cadr (ask address)) "(#f #f #f)"))))
+
+(test-case "--single-process: READY once it serves, WATCHDOG again and again, STOPPING on SIGTERM"
+  (call-with-notified-pool
+   "notify.sock" '(("WATCHDOG_USEC" . "1000000") ("WATCHDOG_PID" . #f)) '("--single-process")
+   (λ (ns mgr address dir)
+     (define ready (wait-for-datagram ns 0 (has-line? "READY=1") 60 "READY=1"))
+     ;; ready means serving, by the process systemd started (raco exec()s into racket)
+     (define answer (ask address))
+     (check-equal? (car answer) (proc-pid mgr) "the process systemd started serves")
+     (check-equal? (cadr answer) "(#f #f #f)" "a handler's environment has no notify variable")
+     (check-true ((status-matches? #rx"^serving .*app\\.sock, single process$") (list-ref (notify-datagrams ns) ready))
+                 (format "READY=1 comes with the status: ~s" (list-ref (notify-datagrams ns) ready)))
+     (for/fold ([from (add1 ready)]) ([_ (in-range 3)])
+       (add1 (wait-for-datagram ns from (has-line? "WATCHDOG=1") 10 "WATCHDOG=1, again")))
+     (check-true (send-signal! (proc-pid mgr) SIGTERM))
+     (wait-for-datagram ns ready (has-line? "STOPPING=1") 20 "STOPPING=1")
+     (check-equal? (sync/timeout 40 (proc-subprocess mgr)) (proc-subprocess mgr))
+     (check-equal? (subprocess-status (proc-subprocess mgr)) 0)
+     (check-only-manager-sent ns mgr))))

@@ -32,6 +32,7 @@
          "queue-time.rkt"
          "recycle-limit.rkt"
          "request.rkt"
+         "sd-notify.rkt"
          "server.rkt"
          "signals.rkt"
          "status-paths.rkt"
@@ -125,6 +126,9 @@
 (define (run-single cfg)
   (break-enabled #f)
   (start-stderr-logging! (serve-config-log-level cfg))
+  ;; systemd's notify protocol, as the manager speaks it (manager-notify.rkt), when
+  ;; NOTIFY_SOCKET is set: opened first, so that no program a handler runs inherits it
+  (define sd (open-notifier))
   (check-serve-paths! cfg #:pid-file? #f)   ; a single process writes none
   (define l (with-handlers ([exn:fail? (λ (e) (raise-user-error 'raco-fastcgi "~a" (exn-message e)))])
               (listener-for (serve-config-listen cfg) (serve-config-listener-options cfg))))
@@ -139,7 +143,19 @@
   (close-on-exec-all!)
   (log-fastcgi-info "serving ~a on ~a (pid ~a, single process)" (serve-config-app cfg)
                     (running-server-address (app-running a)) (getpid))
-  (serve-until-stopped a (serve-config-graceful-timeout cfg) never-evt))
+  (when sd (notify-serving! sd (format "serving ~a, single process" (running-server-address (app-running a)))))
+  (serve-until-stopped a (serve-config-graceful-timeout cfg) never-evt
+                       #:on-stop (λ () (notify! sd "STOPPING=1" "STATUS=stopping"))))
+
+;; notify-serving! : notifier string -> void
+;; READY=1 with the status line; with systemd's watchdog, WATCHDOG=1 at half its interval
+;; from a thread of its own, which a process frozen whole (a foreign call that blocks the
+;; VM, SIGSTOP) stops, so that systemd restarts it.
+(define (notify-serving! sd status)
+  (notify! sd "READY=1" (string-append "STATUS=" status))
+  (define every (notifier-watchdog-ms sd))
+  (when every
+    (thread (λ () (let loop () (notify! sd "WATCHDOG=1") (sleep (/ every 1000.)) (loop))))))
 
 ;; A running app: the server, its slow-request count and its log files; for a servlet
 ;; that keeps continuations in a pool of workers, the server on the worker's private socket
@@ -252,13 +268,15 @@
                          (length stuck))
       (thread (λ () (report! "recycle a handler ignores the request timeout"))))))
 
-;; serve-until-stopped : app real evt #:retire evt #:session-drain real -> none
-;; SIGHUP reopens the log files; SIGTERM, SIGINT or the stop event stop gracefully, exit 0.
+;; serve-until-stopped : app real evt #:retire evt #:session-drain real #:hand-to box
+;;                       #:on-stop (-> any) -> none
+;; SIGHUP reopens the log files; SIGTERM, SIGINT or the stop event stop gracefully (on-stop
+;; first), exit 0.
 ;; retire (the manager replaces this worker): the same, but a worker with live servlet
 ;; sessions first stops taking new connections and serves its sessions on its private
 ;; socket until none is left or session-drain seconds have passed.
 (define (serve-until-stopped a graceful stop-evt #:retire [retire never-evt] #:session-drain [drain 0]
-                             #:hand-to [hand-to (box '())])
+                             #:hand-to [hand-to (box '())] #:on-stop [on-stop void])
   (define (next-event evts)
     (with-handlers ([exn:break:hang-up? (λ (e) 'reopen)]
                     [exn:break? (λ (e) 'stop)])
@@ -269,6 +287,7 @@
     (when (app-slow-log a) (log-file-reopen! (app-slow-log a))))
   (define (stop! what)
     (when (eq? what 'orphaned) (log-fastcgi-warning "the manager is gone: stopping"))
+    (on-stop)
     (log-fastcgi-info "stopping: finishing in-flight requests (up to ~a s)" graceful)
     ((running-server-stop (app-running a)) #:timeout graceful
                                            #:hand-to (if (eq? what 'retire) (unbox hand-to) '()))

@@ -1074,7 +1074,12 @@ service. A datagram that cannot be sent (systemd gone, its queue full) is droppe
 waited for, and logged once (@tt{cannot notify systemd at /run/systemd/notify: ...}) until
 one is sent again; an address that is neither an absolute path nor @litchar["@"]@tt{name}
 is logged once and ignored. Without @tt{NOTIFY_SOCKET} nothing of this happens.
-@DFlag{single-process} has no manager and does not notify.
+@DFlag{single-process} (no manager) notifies too, with the same unit: @tt{READY=1} with
+@tt{STATUS=serving unix:/run/app.sock, single process} once the app is loaded and the
+socket serves, @tt{WATCHDOG=1} at half of @tt{WATCHDOG_USEC} from a thread of its own
+(which a process frozen whole stops: systemd then restarts it), and @tt{STOPPING=1} at a
+graceful stop; it removes the variables from its environment at start, as the manager
+does. There is no reload to announce: its SIGHUP reopens the log files.
 
 @subsection[#:tag "spawned"]{Spawned by the web server}
 
