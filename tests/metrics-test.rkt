@@ -38,28 +38,13 @@
 (define sent '((15 200 100) (10 404 2000) (5 500 70000) (4 302 0) (3 201 20000)))
 
 ;; call-with-serve : (or/c (listof string) (path -> (listof string))) (string string path -> any) -> any
-;; The server with the extra options (or those for its folder); body gets the socket address, the pid file, the folder.
+;; The server with the extra options (or those for its folder), once 2 workers are ready;
+;; body gets the socket address, the pid file, the folder.
 (define (call-with-serve opts body)
-  (call-with-temp-dir
-   "fcgi-metrics"
-   (λ (dir)
-     (define sock (path->string (build-path dir "app.sock")))
-     (define app (path->string (build-path dir "app.rkt")))
-     (define pid-file (path->string (build-path dir "manager.pid")))
-     (display-to-file app-source app)
-     (define mgr (start-process "manager" raco
-                                (append (list "fastcgi" "serve" app "--listen" (string-append "unix:" sock)
-                                              "--pid-file" pid-file "--status-path" "/status")
-                                        (if (procedure? opts) (opts dir) opts))
-                                #:dir dir))
-     (dynamic-wind
-      void
-      (λ ()
-        (wait-for-unix-socket sock 30)
-        (wait-until 60 "2 workers ready"
-                    (λ () (= 2 (length (board-pids (read-status-file (pid-file->status-file pid-file)) '("idle" "busy"))))))
-        (body (string-append "unix:" sock) pid-file dir))
-      (λ () (stop-process! mgr #:timeout 10))))))
+  (call-with-served-app app-source
+                        (λ (dir) (list* "--status-path" "/status" (if (procedure? opts) (opts dir) opts)))
+                        #:name "fcgi-metrics" #:ready 2
+                        (λ (s) (body (served-address s) (served-pid-file s) (served-dir s)))))
 
 ;; board-file : string -> hash ; the status the manager wrote (reading it sends no request)
 (define (board-file pid-file) (or (read-status-file (pid-file->status-file pid-file)) (hasheq)))

@@ -22,30 +22,14 @@
    "(define (fastcgi-handler r)\n"
    "  (write-string \"Content-Type: text/plain\\r\\n\\r\\nok\\n\" (fastcgi-request-stdout r)))\n"))
 
-;; call-with-serve : (listof string) (proc string string string -> any) -> any
-;; `raco fastcgi serve app` on a unix socket in a fresh folder with the options; body gets
-;; the process, the socket address, the status file and the stderr file.
+;; call-with-serve : (listof string) (proc string string path -> any) -> any
+;; `raco fastcgi serve app` on a unix socket in a fresh folder with the options, not
+;; waiting for workers; body gets the process, the socket address, the status file and
+;; serve's stderr file.
 (define (call-with-serve opts body)
-  (call-with-temp-dir
-   "fcgi-jitter"
-   (λ (dir)
-     (define app (path->string (build-path dir "app.rkt")))
-     (define sock (path->string (build-path dir "app.sock")))
-     (define pid-file (path->string (build-path dir "manager.pid")))
-     (display-to-file app-source app)
-     (call-with-process
-      "serve" raco (append (list "fastcgi" "serve" app "--listen" (string-append "unix:" sock)
-                                 "--pid-file" pid-file)
-                           opts)
-      #:dir dir
-      (λ (p)
-        (define stderr (build-path dir "serve.stderr"))
-        ;; a failure shows what the server said
-        (with-handlers ([exn:fail? (λ (e) (raise (exn:fail (format "~a\nserve's stderr:\n~a" (exn-message e)
-                                                                   (file->string stderr))
-                                                           (exn-continuation-marks e))))])
-          (wait-for-unix-socket sock 30)
-          (body p (string-append "unix:" sock) (pid-file->status-file pid-file) stderr)))))))
+  (call-with-served-app app-source opts #:name "fcgi-jitter" #:ready 0
+                        (λ (s) (body (served-proc s) (served-address s) (served-status-file s)
+                                     (proc-stderr-file (served-proc s))))))
 
 ;; board : string -> hash ; the status the manager publishes (empty while unreadable)
 (define (board status-file) (or (read-status-file status-file) (hasheq)))

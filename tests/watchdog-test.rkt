@@ -29,24 +29,10 @@
 ;; One worker, a request timeout of 1 s; body gets the status reader, the address and
 ;; the manager's process.
 (define (call-with-pool body)
-  (call-with-temp-dir
-   "fcgi-wd"
-   (λ (dir)
-     (define sock (path->string (build-path dir "app.sock")))
-     (define app (path->string (build-path dir "app.rkt")))
-     (define pid-file (path->string (build-path dir "manager.pid")))
-     (display-to-file app-source app)
-     (define mgr (start-process "manager" raco
-                                (list "fastcgi" "serve" app "--listen" (string-append "unix:" sock)
-                                      "--pid-file" pid-file "--workers" "1" "--request-timeout" "1")
-                                #:dir dir))
-     (define (board) (or (read-status-file (pid-file->status-file pid-file)) (hasheq)))
-     (dynamic-wind
-      void
-      (λ ()
-        (wait-until 60 "a worker ready" (λ () (pair? (states board '("idle")))))
-        (body board (string-append "unix:" sock) mgr))
-      (λ () (stop-process! mgr #:timeout 10))))))
+  (call-with-served-app app-source '("--workers" "1" "--request-timeout" "1") #:name "fcgi-wd"
+                        (λ (s)
+                          (define (board) (or (read-status-file (served-status-file s)) (hasheq)))
+                          (body board (served-address s) (served-proc s)))))
 
 ;; states : (-> hash) (listof string) -> (listof natural) ; pids of workers in these states
 (define (states board wanted) (board-pids (board) wanted))
