@@ -22,7 +22,10 @@ routes the same way behind Apache as behind nginx.
  @item{@filepath{proxy-fcgi-tcp.conf}: the same over TCP
   (@exec{--listen 127.0.0.1:9000}), with @tt{ProxyPass "/" "fcgi://127.0.0.1:9000/"
   enablereuse=on}: Apache keeps its FastCGI connections open between requests, which it
-  does not do by default. Both files set @tt{ProxyFCGIBackendType GENERIC}, so that Apache
+  does not do by default. A reload or a recycle hands those kept connections to the
+  workers that go on serving, as for nginx (@secref["operations"]):
+  @filepath{tests/integration/lossless-test.rkt} runs reloads and recycles under GETs and
+  POSTs through this file and sees every request answered. Both files set @tt{ProxyFCGIBackendType GENERIC}, so that Apache
   does not rewrite @tt{SCRIPT_FILENAME} and @tt{PATH_INFO} as it does for PHP-FPM.}
  @item{@filepath{fcgid.conf} with @filepath{fcgid-wrapper.sh} (module @tt{fcgid}): Apache
   starts the application itself. @tt{mod_fcgid} runs the wrapper with a listening socket

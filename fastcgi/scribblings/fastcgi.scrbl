@@ -2085,7 +2085,9 @@ so the server keeps this rule:
 Requests in flight always finish (within @DFlag{graceful-timeout}). The tests
 @filepath{tests/integration/lossless-test.rkt} (in @exec{make test}: reloads, recycles
 by @DFlag{max-requests} and @DFlag{max-memory}, and a stop, under a load of GETs and POSTs
-with bodies through the published nginx and HAProxy files) and the @tt{reload-post},
+with bodies through the published nginx and HAProxy files; reloads and recycles through
+Apache's @filepath{proxy-fcgi-tcp.conf}, whose @tt{enablereuse=on} keeps connections too)
+and the @tt{reload-post},
 @tt{recycle-post} and @tt{stop-post} scenarios of @exec{make reliability} check it.
 
 @bold{Nothing leaks to subprocesses.} A program that a handler starts (with Racket's

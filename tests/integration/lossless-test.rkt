@@ -1,8 +1,9 @@
 #lang racket/base
 ;; Reloads, recycles and a graceful stop under a load that mixes GET and POST (with
 ;; bodies), through the published nginx (deploy/nginx/racket-app.conf: upstream keepalive)
-;; and HAProxy (deploy/haproxy/haproxy.cfg: kept connections) files, with wrk as the client
-;; (24 connections). A front may send a request on an idle kept connection at the moment a
+;; and HAProxy (deploy/haproxy/haproxy.cfg: kept connections) files, and for reloads and
+;; recycling Apache's (deploy/apache/proxy-fcgi-tcp.conf: mod_proxy_fcgi, enablereuse=on,
+;; the app on TCP), with wrk as the client (24 connections). A front may send a request on an idle kept connection at the moment a
 ;; retiring worker would close it; it retries a GET elsewhere but never a POST it has sent,
 ;; so such a close shows here as a 502. The rule under test (handover.rkt): a retiring
 ;; worker hands its kept connections to a sibling instead of closing them, and a stopping
@@ -14,6 +15,7 @@
            racket/list
            racket/string
            rackunit
+           (only-in "../../fastcgi/private/ffi.rkt" c-geteuid)
            "../../fastcgi/private/signals.rkt"
            "deploy-lib.rkt"
            "lib.rkt"
@@ -22,6 +24,26 @@
   (define nginx (require-program! "/usr/sbin/nginx" "nginx"))
   (define haproxy (require-program! "/usr/sbin/haproxy" "haproxy"))
   (define wrk (require-program! "/usr/bin/wrk" "wrk"))
+  (define apache2 (require-program! "/usr/sbin/apache2" "apache2"))
+
+  ;; apache-main-conf : path string natural -> string
+  ;; A throw-away Apache (prefork, its files in dir, listening on listen) that includes
+  ;; the published deploy/apache/proxy-fcgi-tcp.conf for the app on 127.0.0.1:app-port.
+  (define (apache-main-conf dir listen app-port)
+    (string-append
+     (format "ServerRoot \"~a\"\nServerName 127.0.0.1\nListen ~a\n" dir listen)
+     (format "PidFile \"~a/apache.pid\"\nDefaultRuntimeDir \"~a/run\"\n" dir dir)
+     (format "ErrorLog \"~a/apache-error.log\"\nLogLevel warn\n" dir)
+     (apply string-append
+            (for/list ([m (in-list '("mpm_prefork" "authz_core" "proxy" "proxy_fcgi"))])
+              (format "LoadModule ~a_module /usr/lib/apache2/modules/mod_~a.so\n" m m)))
+     "StartServers 4\nMinSpareServers 4\nMaxSpareServers 8\nMaxRequestWorkers 32\n"
+     "Timeout 60\nKeepAlive On\n"
+     ;; as root, Apache serves as www-data
+     (if (zero? (c-geteuid)) "User www-data\nGroup www-data\n" "")
+     (format "DocumentRoot \"~a/htdocs\"\n" dir)
+     (format "Define FASTCGI_HOST 127.0.0.1\nDefine FASTCGI_PORT ~a\nInclude ~a\n"
+             app-port (path->string (repo-file "deploy" "apache" "proxy-fcgi-tcp.conf")))))
   (define app (repo-file "tests" "reliability" "app.rkt"))
 
   ;; Half the requests POST a 2000-byte body to /upload (answered with its length), half
@@ -86,7 +108,7 @@ LUA
     (define port (car (free-ports 1)))
     (define listen (format "127.0.0.1:~a" port))
     (define pid-file (build-path dir "pool.pid"))
-    (define-values (sock front-args conf-check)
+    (define-values (app-listen front-args conf-check)
       (case front
         [(nginx)
          (define sock (build-path dir "app.sock"))
@@ -98,7 +120,7 @@ LUA
          (call-with-output-file conf #:exists 'truncate
            (λ (out) (write-string (nginx-main-conf dir (list site)) out)))
          (define args (list "-c" (path->string conf) "-p" (path->string dir) "-e" "stderr"))
-         (values sock args (list* "-t" "-q" args))]
+         (values (string-append "unix:" (path->string sock)) args (list* "-t" "-q" args))]
         [(haproxy)
          (define chroot (build-path dir "chroot"))
          (define run-dir (build-path chroot "run"))
@@ -109,12 +131,24 @@ LUA
          (define cfg (render-template! (repo-file "deploy" "haproxy" "haproxy.cfg") (build-path dir "haproxy.cfg")
                                        `(("CHROOT" . ,(path->string chroot)) ("USER" . "haproxy")
                                          ("GROUP" . "haproxy") ("LISTEN" . ,listen))))
-         (values (build-path run-dir "app.sock") (list "-f" (path->string cfg) "-db")
-                 (list "-c" "-f" (path->string cfg)))]))
-    (define program (if (eq? front 'nginx) nginx haproxy))
+         (values (string-append "unix:" (path->string (build-path run-dir "app.sock")))
+                 (list "-f" (path->string cfg) "-db")
+                 (list "-c" "-f" (path->string cfg)))]
+        [(apache)
+         ;; the app on TCP, as proxy-fcgi-tcp.conf (mod_proxy_fcgi, enablereuse=on) has it
+         (define app-port (car (free-ports 1)))
+         (define conf (build-path dir "apache.conf"))
+         (file-or-directory-permissions dir #o755)
+         (make-directory* (build-path dir "run"))
+         (make-directory* (build-path dir "htdocs"))
+         (call-with-output-file conf #:exists 'truncate
+           (λ (out) (write-string (apache-main-conf dir listen app-port) out)))
+         (define args (list "-d" (path->string dir) "-f" (path->string conf)))
+         (values (format "127.0.0.1:~a" app-port) (append args '("-DFOREGROUND")) (append args '("-t")))]))
+    (define program (case front [(nginx) nginx] [(haproxy) haproxy] [(apache) apache2]))
     (define-values (code out err) (run-program program conf-check))
     (unless (zero? code) (error 'lossless-test "~a rejects the published file:\n~a~a" front out err))
-    (define pool (start-app "pool" app (string-append "unix:" (path->string sock)) #:dir dir
+    (define pool (start-app "pool" app app-listen #:dir dir
                             #:args (append (list "--workers" "2" "--pid-file" (path->string pid-file))
                                            (if (eq? front 'haproxy) '("--socket-group" "haproxy") '())
                                            serve-args)))
@@ -122,7 +156,7 @@ LUA
     (dynamic-wind
      void
      (λ ()
-       (wait-for-app (string-append "unix:" (path->string sock)) pool)
+       (wait-for-app app-listen pool)
        (wait-for-tcp port 10)
        (body port pid-file pool))
      (λ ()
@@ -163,7 +197,7 @@ LUA
   (define (recycled board log)
     (check-true (>= (hash-ref board 'recycled 0) 1) (format "a worker was recycled: ~a" (hash-ref board 'recycled #f))))
 
-  (for ([front '(nginx haproxy)])
+  (for ([front '(nginx haproxy apache)])
     (scenario front "SIGHUP reloads" '() reload-often reloaded)
     (scenario front "--max-requests recycling" '("--max-requests" "300") void recycled))
   ;; (a --max-memory below what a worker holds at start recycles each worker as soon as
