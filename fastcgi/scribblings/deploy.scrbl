@@ -101,11 +101,13 @@ connections share it; 100 is what one connection takes, @DFlag{max-requests-per-
 which the server also reports as @wire{FCGI_MAX_REQS}). But HAProxy 2.6.12, Debian 12's,
 multiplexing under load answers a share of requests with its own 500 (termination state
 @tt{IH}) before the app sees them: its trace says it failed to encode the request's
-@wire{FCGI_PARAMS} (HAProxy's issue 2568, fixed after 2.6.12). Measured with wrk, 10
-seconds at 24 client connections, 38 of 146,002 requests; at 64, 1,531 of 162,285; none
-without the two lines (@filepath{deploy/haproxy/README.md}). With a HAProxy that has the
-fix, uncomment them: the test runs the file with them too and finds 12 concurrent
-requests from 12 client connections on 2 FastCGI connections, up to 6 at once on one.
+@wire{FCGI_PARAMS} (HAProxy's issue 2568, fixed after 2.6.12). Measured with
+@exec{racket tools/haproxy-mpx-check.rkt} (wrk, 10 seconds a run): at 24 client
+connections, 300 of 221,972 requests; at 64, 2,723 of 248,202; none without the two lines
+(@filepath{deploy/haproxy/README.md}). With a HAProxy that has the fix (the tool's rows
+with the lines show none), uncomment them: the test runs the file with them too and finds
+12 concurrent requests from 12 client connections on 2 FastCGI connections, up to 6 at
+once on one.
 
 @tt{docroot} is required by HAProxy and becomes @wire{DOCUMENT_ROOT}; the app does not
 read it. @tt{path-info} gives @wire{SCRIPT_NAME} and @wire{PATH_INFO}; with it set,

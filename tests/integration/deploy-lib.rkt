@@ -18,6 +18,7 @@
          start-app
          wait-for-app
          nginx-main-conf
+         haproxy-published-conf!
          check-clean-log
          file-text)
 
@@ -106,3 +107,20 @@
       (call-with-input-file path
         (λ (in) (let ([s (read-string 100000 in)]) (if (eof-object? s) "" s))))
       ""))
+
+;; haproxy-published-conf! : path string -> (values path path)
+;; deploy/haproxy/haproxy.cfg as published, for a HAProxy listening on listen and chrooted
+;; into dir/chroot as the haproxy user and group: the chroot's root searchable by haproxy,
+;; its run/ (where the app's socket goes) by the haproxy group only. The rendered file in
+;; dir and the run folder, seen from outside the chroot.
+(define (haproxy-published-conf! dir listen)
+  (define chroot (build-path dir "chroot"))
+  (define run-dir (build-path chroot "run"))
+  (make-directory* run-dir)
+  (file-or-directory-permissions chroot #o755)
+  (run-program "/bin/chgrp" (list "haproxy" (path->string run-dir)))
+  (file-or-directory-permissions run-dir #o750)
+  (values (render-template! (repo-file "deploy" "haproxy" "haproxy.cfg") (build-path dir "haproxy.cfg")
+                            `(("CHROOT" . ,(path->string chroot)) ("USER" . "haproxy")
+                              ("GROUP" . "haproxy") ("LISTEN" . ,listen)))
+          run-dir))

@@ -46,43 +46,15 @@
              app-port (path->string (repo-file "deploy" "apache" "proxy-fcgi-tcp.conf")))))
   (define app (repo-file "tests" "reliability" "app.rkt"))
 
-  ;; Half the requests POST a 2000-byte body to /upload (answered with its length), half
-  ;; GET /hello; done prints two lines run-wrk parses: the totals, and the count of each
-  ;; status (summed over wrk's threads).
-  (define wrk-script #<<LUA
-local threads = {}
-setup = function(thread) table.insert(threads, thread) end
-init = function(args) codes = {} end
-local n = 0
-request = function()
-  n = n + 1
-  if n % 2 == 0 then
-    return wrk.format("POST", "/upload", {["Content-Type"]="application/octet-stream"}, string.rep("x", 2000))
-  end
-  return wrk.format("GET", "/hello")
-end
-response = function(status, headers, body) codes[status] = (codes[status] or 0) + 1 end
-done = function(summary, latency, requests)
-  local e = summary.errors
-  io.write(string.format("RESULT requests=%d non2xx=%d connect=%d read=%d write=%d timeout=%d\n",
-    summary.requests, e.status, e.connect, e.read, e.write, e.timeout))
-  local total = {}
-  for _, t in ipairs(threads) do
-    for k, v in pairs(t:get("codes")) do total[k] = (total[k] or 0) + v end
-  end
-  io.write("CODES")
-  for k, v in pairs(total) do io.write(string.format(" %d=%d", k, v)) end
-  io.write("\n")
-end
-LUA
-    )
+  ;; wrk-mix.lua: half the requests POST a 2000-byte body to /upload (answered with its
+  ;; length), half GET /hello; done prints two lines run-wrk parses: the totals, and the
+  ;; count of each status (summed over wrk's threads).
+  (define wrk-script (repo-file "tests" "integration" "wrk-mix.lua"))
 
   ;; run-wrk : path natural real natural -> hash ; requests non2xx connect read write timeout
   (define (run-wrk dir port seconds [connections 24])
-    (define script (build-path dir "mix.lua"))
-    (unless (file-exists? script) (call-with-output-file script (λ (o) (write-string wrk-script o))))
     (define-values (code out err)
-      (run-program wrk (list "-t2" (format "-c~a" connections) (format "-d~as" seconds) "-s" (path->string script)
+      (run-program wrk (list "-t2" (format "-c~a" connections) (format "-d~as" seconds) "-s" (path->string wrk-script)
                              (format "http://127.0.0.1:~a/" port))
                    #:timeout (+ seconds 30)))
     (define text (if (bytes? out) (bytes->string/utf-8 out #\?) out))
@@ -122,15 +94,7 @@ LUA
          (define args (list "-c" (path->string conf) "-p" (path->string dir) "-e" "stderr"))
          (values (string-append "unix:" (path->string sock)) args (list* "-t" "-q" args))]
         [(haproxy)
-         (define chroot (build-path dir "chroot"))
-         (define run-dir (build-path chroot "run"))
-         (make-directory* run-dir)
-         (file-or-directory-permissions chroot #o755)
-         (run-program "/bin/chgrp" (list "haproxy" (path->string run-dir)))
-         (file-or-directory-permissions run-dir #o750)
-         (define cfg (render-template! (repo-file "deploy" "haproxy" "haproxy.cfg") (build-path dir "haproxy.cfg")
-                                       `(("CHROOT" . ,(path->string chroot)) ("USER" . "haproxy")
-                                         ("GROUP" . "haproxy") ("LISTEN" . ,listen))))
+         (define-values (cfg run-dir) (haproxy-published-conf! dir listen))
          (values (string-append "unix:" (path->string (build-path run-dir "app.sock")))
                  (list "-f" (path->string cfg) "-db")
                  (list "-c" "-f" (path->string cfg)))]
