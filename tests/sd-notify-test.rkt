@@ -5,7 +5,8 @@
 ;; MONOTONIC_USEC then READY=1 on SIGHUP, STOPPING=1 on SIGTERM; every datagram sent by
 ;; the manager (the kernel's credentials), none by a worker, whose environment holds none
 ;; of the variables; no WATCHDOG=1 while every worker is frozen; an abstract-namespace
-;; address; --single-process (READY=1, WATCHDOG=1, STOPPING=1). Real processes, every wait bounded, no timing assertions.
+;; address; --single-process (READY=1, WATCHDOG=1, STOPPING=1). Real processes, every
+;; wait bounded, no timing assertions.
 (require racket/file
          racket/list
          racket/os

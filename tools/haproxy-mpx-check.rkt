@@ -40,13 +40,6 @@
 ;; prints the totals and each status's count.
 (define wrk-script (repo-file "tests" "integration" "wrk-mix.lua"))
 
-;; uncomment-mpx : string -> string ; the file with its two multiplexing lines turned on
-(define (uncomment-mpx text)
-  (define on (regexp-replace* #rx"\n    #(option (mpxs-conns|max-reqs [0-9]+))" text "\n    \\1"))
-  (unless (= 2 (length (regexp-match* #rx"\n    option (mpxs-conns|max-reqs)" on)))
-    (error 'haproxy-mpx-check "deploy/haproxy/haproxy.cfg no longer has the two commented lines"))
-  on)
-
 ;; run : boolean natural -> (values natural natural) ; requests, answers other than 200
 (define (run mpx? connections)
   (call-with-temp-dir
@@ -54,7 +47,7 @@
    (λ (dir)
      (define port (car (free-ports 1)))
      (define-values (cfg run-dir) (haproxy-published-conf! dir (format "127.0.0.1:~a" port)))
-     (when mpx? (display-to-file (uncomment-mpx (file->string cfg)) cfg #:exists 'truncate))
+     (when mpx? (display-to-file (haproxy-multiplexing-on (file->string cfg)) cfg #:exists 'truncate))
      (define address (string-append "unix:" (path->string (build-path run-dir "app.sock"))))
      (define pool (start-app "pool" app address #:dir dir #:args '("--workers" "2" "--socket-group" "haproxy")))
      (define hp (start-process "haproxy" haproxy (list "-f" (path->string cfg) "-db") #:dir dir))

@@ -162,7 +162,6 @@
   ;; Web cells live in a thread cell. web-server runs each connection in a fresh thread;
   ;; here a thread serves many requests, so a new session starts from the cells of a
   ;; thread that ran nothing (a resumed continuation restores its own).
-  (define restore-cells! restore-web-cell-set!)
   (define initial-cells (capture-web-cell-set))
   (define (handle req)
     (define u (request-uri/raw req))
@@ -181,7 +180,7 @@
       ;; a new instance: nothing to look up, so no expiration to catch (a continuation it
       ;; stores, resumed later, runs under the handlers of the request that resumes it)
       [else (in-servlet srv req dir (routed-manager-new-instance! rm)
-                        (λ () (restore-cells! initial-cells) (start req)))]))
+                        (λ () (restore-web-cell-set! initial-cells) (start req)))]))
   (loaded-servlet kind handle rm))
 
 ;; path-params? : url -> boolean ; whether a path segment has parameters (few URLs do)
@@ -342,7 +341,3 @@
      (unless (and m (bytes=?/constant-time (caddr m) (mac (cadr m)))) (bad))
      (with-handlers ([exn:fail? (λ (e) (raise (exn:fail:stale-url (exn-message e) (current-continuation-marks))))])
        ((stuffer-out inner) (cadr m))))))
-
-
-
-

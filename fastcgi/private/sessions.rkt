@@ -213,12 +213,11 @@
 
 ;; expired-page : request -> response ; serve/servlet's own expiration page
 (define (expired-page req)
-  (response/xexpr* `(html (head (title "Page Has Expired."))
-                          (body (p "Sorry, this page has expired. Please go back.")))))
+  (response/xexpr `(html (head (title "Page Has Expired."))
+                         (body (p "Sorry, this page has expired. Please go back.")))))
 
-;; response/xexpr* : xexpr -> response (web-server/http/xexpr, loaded with the page)
+;; response/xexpr : xexpr -> response (web-server/http/xexpr, loaded with the page)
 (define-lazy web-server/http/xexpr response/xexpr)
-(define (response/xexpr* x) (response/xexpr x))
 
 ;; memory-limit : natural -> natural
 ;; The process's memory use now (after a major collection), plus budget: the bound for

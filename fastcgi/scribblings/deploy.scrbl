@@ -101,7 +101,8 @@ connections share it; 100 is what one connection takes, @DFlag{max-requests-per-
 which the server also reports as @wire{FCGI_MAX_REQS}). But HAProxy 2.6.12, Debian 12's,
 multiplexing under load answers a share of requests with its own 500 (termination state
 @tt{IH}) before the app sees them: its trace says it failed to encode the request's
-@wire{FCGI_PARAMS} (HAProxy's issue 2568, fixed after 2.6.12). Measured with
+@wire{FCGI_PARAMS} (HAProxy's issue 2568 reports the same symptom against 2.9.7, closed
+as fixed). Measured with
 @exec{racket tools/haproxy-mpx-check.rkt} (wrk, 10 seconds a run): at 24 client
 connections, 300 of 221,972 requests; at 64, 2,723 of 248,202; none without the two lines
 (@filepath{deploy/haproxy/README.md}). With a HAProxy that has the fix (the tool's rows

@@ -19,6 +19,7 @@
          wait-for-app
          nginx-main-conf
          haproxy-published-conf!
+         haproxy-multiplexing-on
          check-clean-log
          file-text)
 
@@ -124,3 +125,12 @@
                             `(("CHROOT" . ,(path->string chroot)) ("USER" . "haproxy")
                               ("GROUP" . "haproxy") ("LISTEN" . ,listen)))
           run-dir))
+
+;; haproxy-multiplexing-on : string -> string
+;; The text of deploy/haproxy/haproxy.cfg with its two commented multiplexing lines
+;; (option mpxs-conns, option max-reqs N) turned on; an error if the file has them no more.
+(define (haproxy-multiplexing-on text)
+  (define on (regexp-replace* #rx"\n    #(option (mpxs-conns|max-reqs [0-9]+))" text "\n    \\1"))
+  (unless (= 2 (length (regexp-match* #rx"\n    option (mpxs-conns|max-reqs)" on)))
+    (error 'haproxy-multiplexing-on "deploy/haproxy/haproxy.cfg no longer has the two commented multiplexing lines"))
+  on)

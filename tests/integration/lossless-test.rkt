@@ -3,13 +3,14 @@
 ;; bodies), through the published nginx (deploy/nginx/racket-app.conf: upstream keepalive)
 ;; and HAProxy (deploy/haproxy/haproxy.cfg: kept connections) files, and for reloads and
 ;; recycling Apache's (deploy/apache/proxy-fcgi-tcp.conf: mod_proxy_fcgi, enablereuse=on,
-;; the app on TCP), with wrk as the client (24 connections). A front may send a request on an idle kept connection at the moment a
-;; retiring worker would close it; it retries a GET elsewhere but never a POST it has sent,
-;; so such a close shows here as a 502. The rule under test (handover.rkt): a retiring
-;; worker hands its kept connections to a sibling instead of closing them, and a stopping
-;; one closes a kept connection only right after an answer on it, or after it stayed idle
-;; for drain-timeout. Checked: every answer is the app's own (200), no socket error, and
-;; the fault really happened (the pool's counters say so).
+;; the app on TCP), with wrk as the client (24 connections). A front may send a request on
+;; an idle kept connection at the moment a retiring worker would close it; nginx retries a
+;; GET elsewhere but never a POST it has sent, so such a close shows here as a 502 (Apache
+;; answered 503). The rule under test (handover.rkt): a retiring worker hands its kept
+;; connections to a sibling instead of closing them, and a stopping one closes a kept
+;; connection only right after an answer on it, or after it stayed idle for drain-timeout.
+;; Checked: every answer is the app's own (200), no socket error, and the fault really
+;; happened (the pool's counters say so).
 (module+ test
   (require racket/file
            racket/list
