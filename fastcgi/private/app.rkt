@@ -8,6 +8,7 @@
          racket/path
          "limits.rkt")
 (provide load-app
+         preload-app
          (struct-out servlet-settings)
          make-servlet-settings
          default-servlet-settings)
@@ -46,6 +47,31 @@
 ;;            -> (values (fastcgi-request -> any) (listof symbol) (or/c loaded-servlet #f))
 ;; The third value: the servlet as servlet.rkt loaded it, #f for a raw app.
 (define (load-app file lim [ss default-servlet-settings] #:warn [warn void])
+  (define-values (path kind start raw roles) (app-exports file))
+  (case kind
+    [(servlet)
+     (define s (load-servlet path
+                             #:worker-id (servlet-settings-worker-id ss)
+                             #:memory (servlet-settings-memory ss)
+                             #:timeout (servlet-settings-timeout ss)
+                             #:secret (servlet-settings-secret ss)
+                             #:secret-lasting? (servlet-settings-secret-lasting? ss)
+                             #:warn warn))
+     (values (servlet->handler (loaded-servlet-run s) lim) roles s)]
+    [else (values raw roles #f)]))
+
+;; preload-app : path-string -> (or/c 'servlet 'raw)
+;; The app's module instantiated, and checked as load-app checks it, with nothing made for
+;; serving it (no servlet, no continuation manager): what a loader does before it forks
+;; the workers (loader.rkt), whose load-app then finds the module there.
+(define (preload-app file)
+  (define-values (path kind start raw roles) (app-exports file))
+  kind)
+
+;; app-exports : path-string -> (values path (or/c 'servlet 'raw) any any (listof symbol))
+;; The app file instantiated: its complete path, its kind, its start and fastcgi-handler
+;; exports (or #f) and its roles. Raises a user error when it is not an app.
+(define (app-exports file)
   (define path (simple-form-path file))
   (unless (file-exists? path)
     (raise-user-error 'raco-fastcgi "application file not found: ~a" file))
@@ -63,16 +89,8 @@
     (raise-user-error 'raco-fastcgi "~a: fastcgi-roles must be a non-empty list of ~a, got ~e"
                       file allowed roles))
   (cond
-    [servlet?
-     (define s (load-servlet path
-                             #:worker-id (servlet-settings-worker-id ss)
-                             #:memory (servlet-settings-memory ss)
-                             #:timeout (servlet-settings-timeout ss)
-                             #:secret (servlet-settings-secret ss)
-                             #:secret-lasting? (servlet-settings-secret-lasting? ss)
-                             #:warn warn))
-     (values (servlet->handler (loaded-servlet-run s) lim) roles s)]
-    [(procedure? raw) (values raw roles #f)]
+    [servlet? (values path 'servlet start raw roles)]
+    [(procedure? raw) (values path 'raw start raw roles)]
     [else
      (raise-user-error 'raco-fastcgi
                        "~a provides neither `start` (a servlet: request -> response) nor `fastcgi-handler` (raw)"

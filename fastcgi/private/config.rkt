@@ -74,6 +74,7 @@
   [max-memory-hard #f]                  ; bytes; #f: 2 x max-memory (config-memory-ceiling)
   [graceful-timeout 30]                 ; seconds
   [start-timeout 60]                    ; seconds
+  [preload 'auto]                       ; load once and fork the workers: 'auto (when safe), #t, #f
   [pid-file #f]                         ; a complete path; the status goes to PID-FILE.status.json
   ;; status and logs
   [status-path #f]

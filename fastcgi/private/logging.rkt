@@ -18,8 +18,14 @@
 
 ;; start-stderr-logging! : symbol #:tag (or/c string #f) -> void
 ;; tag: put after the level on every line (the manager and workers use their pids).
+;; Called again (a worker forked from a loader, which started it), it only takes the new
+;; tag: the printer thread came along with the fork.
 (define (start-stderr-logging! level #:tag [tag #f])
   (set! line-tag (if tag (string-append " " tag) ""))
+  (unless printer (start-printer! level)))
+
+;; start-printer! : symbol -> void
+(define (start-printer! level)
   (define receiver (make-log-receiver (current-logger) level 'fastcgi 'warning #f))
   (define lf (open-log-port (current-error-port) #:name "standard error" #:notice line-bytes))
   (define (put! v) (log-file-write! lf (λ () (message-line v))))

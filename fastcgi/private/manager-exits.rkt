@@ -3,7 +3,8 @@
 ;; totals; a worker that was not being stopped is replaced, with a growing delay when
 ;; workers crash at start or soon after; a reload's new worker that dies fails the reload;
 ;; and when no worker has ever been ready, the app cannot start here: the manager gives up.
-(require "clock.rkt"
+(require "child-process.rkt"
+         "clock.rkt"
          "log.rkt"
          "manager-reload.rkt"
          "manager-reports.rkt"
@@ -11,11 +12,12 @@
          "manager-workers.rkt"
          "metrics.rkt"
          "signals.rkt")
-(provide exited!)
+(provide exited!
+         give-up!)
 
 ;; exited! : manager worker -> void
 (define (exited! m w)
-  (await-reports-end! m w)
+  (await-reports! m (λ () (or (not (worker-control w)) (worker-reports-done? w))))
   ;; its control connection's descriptor (read-reports closed only the input side)
   (when (worker-control w) (with-handlers ([exn:fail? void]) (close-output-port (worker-control w))))
   (hash-remove! (manager-workers m) (worker-pid w))
@@ -28,19 +30,19 @@
     (define gone (hash-ref (manager-totals m) 'metrics #f))
     (hash-set! (manager-totals m) 'metrics
                (if gone (metrics-merge gone (worker-metrics w)) (worker-metrics w))))
-  (define status (subprocess-status (worker-sp w)))
+  (define status (child-status (worker-sp w)))
   (define now (now-ms))
-  (define why (or (worker-failure w) (describe-status status)))
+  (define why (or (worker-failure w) (describe-exit-status status)))
   (cond
     [(eq? (worker-state w) 'draining)
-     (log-fastcgi-info "worker ~a exited (~a)" (worker-pid w) (describe-status status))]
+     (log-fastcgi-info "worker ~a exited (~a)" (worker-pid w) (describe-exit-status status))]
     [(and (not (manager-ever-ready? m)) (not (manager-stopping? m))
           (not (eqv? (worker-gen w) (manager-reload-gen m))))
      (give-up! m (or (worker-failure w)
                      (format "worker ~a exited before it was ready (~a)" (worker-pid w) why)))]
     [else
      (log-fastcgi-warning "worker ~a exited unexpectedly (~a) after ~a s~a"
-                          (worker-pid w) (describe-status status)
+                          (worker-pid w) (describe-exit-status status)
                           (/ (round (/ (- now (worker-started-ms w)) 100)) 10.0)
                           (if (worker-failure w) (string-append ": " (worker-failure w)) ""))
      (total-add! m 'restarts 1)
@@ -50,6 +52,7 @@
        (define reason (format "a worker of generation ~a died before it was ready: ~a" reload-gen why))
        (log-fastcgi-error "reload failed: ~a; generation ~a goes on serving" reason (manager-gen m))
        (for ([x (in-list (serving m reload-gen))]) (drain! m x "reload failed"))
+       (stop-loader! m reload-gen)
        (reload-settled! m reason))])
   (maintain! m))
 
@@ -70,18 +73,6 @@
                           failures delay))]
     [else (start-failures-over! m)]))
 
-;; await-reports-end! : manager worker -> void
-;; The last lines of a worker that exited (why it could not start) may still be on their
-;; way when its exit is seen: they are read first, for at most a second.
-(define (await-reports-end! m w)
-  (define deadline (+ (now-ms) 1000))
-  (let loop ()
-    (unless (or (not (worker-control w)) (worker-reports-done? w)
-                (> (now-ms) deadline))
-      (define msg (sync/timeout 0.05 (manager-messages m)))
-      (when msg (message! m msg))
-      (loop))))
-
 ;; give-up! : manager string -> none
 ;; No worker has ever been ready and one could not start: the app cannot start here (it
 ;; does not load, a log file cannot be opened). Restarting in a loop would hide that
@@ -89,13 +80,8 @@
 (define (give-up! m why)
   (log-fastcgi-fatal "cannot start: ~a" why)
   (for ([x (in-list (live-workers m))]) (send-signal! (worker-pid x) SIGKILL))
+  (for ([ld (in-hash-values (manager-loaders m))]) (send-signal! (loader-pid ld) SIGKILL))
   (for ([x (in-list (live-workers m))]) (sync/timeout 2 (worker-sp x)))
   (clean-up! m)
   (exit 1))
 
-;; describe-status : any -> string
-(define (describe-status st)
-  (cond
-    [(not (exact-integer? st)) (format "~a" st)]
-    [(> st 128) (format "killed by ~a" (signal-name (- st 128)))]
-    [else (format "exit status ~a" st)]))

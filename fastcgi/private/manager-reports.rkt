@@ -3,6 +3,9 @@
 ;; the lines are listed in worker.rkt's header): a thread per connection hands each line to
 ;; the main loop, which applies it here: ready (and a reload's new generation taking over),
 ;; stat, metrics, limit, recycle, failed. A worker answering the status path asks for the board instead.
+;; A generation's loader (loader.rkt) reports on such a connection too: loaded, unsafe,
+;; forced, failed; its answers to fork lines go to the manager's fork-replies channel,
+;; which the manager awaits while it forks (manager-workers.rkt).
 (require racket/list
          racket/string
          "clock.rkt"
@@ -15,7 +18,10 @@
          "metrics.rkt"
          "transport.rkt")
 (provide start-control-thread!
-         message!)
+         message!
+         loader-by-pid
+         wanted-generation?
+         await-reports!)
 
 ;; start-control-thread! : manager -> thread
 ;; Each control connection gets the keys first; then a worker says "hello PID" and reports,
@@ -29,19 +35,21 @@
        (when in
          (thread (λ ()
                    (with-handlers ([exn:fail? void]) (write-keys! out (manager-secret m) (manager-relay-key m)))
-                   (read-reports in out (manager-messages m) (λ () (manager-last-board m)))))
+                   (read-reports in out (manager-messages m) (manager-fork-replies m)
+                                 (λ () (manager-last-board m)))))
          (loop))))))
 
-;; read-reports : input-port output-port channel (-> (or/c hash #f)) -> void
-;; After hello, the main loop gets (list pid out), the port to ask the worker to retire,
-;; then (list pid line) for each line, then (list pid eof) when the connection ends.
-;; Asked for the board instead, it answers and the connection ends.
-(define (read-reports in out messages board)
+;; read-reports : input-port output-port channel channel (-> (or/c hash #f)) -> void
+;; After hello (a worker's) or loader (a loader's), the main loop gets (list pid out), the
+;; port to ask the worker to retire or the loader to fork, then (list pid line) for each
+;; line, then (list pid eof) when the connection ends; a loader's "forked" lines go to
+;; fork-replies instead. Asked for the board instead, it answers and the connection ends.
+(define (read-reports in out messages fork-replies board)
   (define pid
     (with-handlers ([exn:fail? (λ (e) #f)])
       (define hello (read-line in))
       (when (equal? hello "board") (answer-board! out (board)))
-      (define m (and (string? hello) (regexp-match #rx"^hello ([0-9]+)$" hello)))
+      (define m (and (string? hello) (regexp-match #rx"^(?:hello|loader) ([0-9]+)$" hello)))
       (and m (string->number (cadr m)))))
   (when pid
     (channel-put messages (list pid out))
@@ -49,18 +57,22 @@
       (let loop ()
         (define line (read-line in))
         (when (string? line)
-          (channel-put messages (list pid line))
+          (if (regexp-match? #rx"^forked " line)
+              (channel-put fork-replies line)
+              (channel-put messages (list pid line)))
           (loop))))
     (channel-put messages (list pid eof)))
   (close-input-port in)
   (unless pid (with-handlers ([exn:fail? void]) (close-output-port out))))
 
 ;; message! : manager (list natural (or/c output-port eof-object string)) -> void
-;; From a worker's control connection: its port (after hello), a line, its end.
+;; From a worker's or a loader's control connection: its port (after hello), a line, its end.
 (define (message! m msg)
   (define w (hash-ref (manager-workers m) (first msg) #f))
+  (define ld (and (not w) (loader-by-pid m (first msg))))
   (define x (second msg))
   (cond
+    [ld (loader-message! m ld x)]
     [(output-port? x) (when w (set-worker-control! w x))]
     [(eof-object? x) (when w (set-worker-reports-done?! w #t))]
     [else
@@ -82,6 +94,70 @@
       ;; escaped by the worker: one line of plain ASCII
       [("failed") (set-worker-failure! w (substring line (min (string-length line) 7)))]
       [else (void)])))
+
+;; await-reports! : manager (-> boolean) -> void
+;; The last lines of a process that exited (why it could not start) may still be on their
+;; way when its exit is seen: they are read and applied until done? (its connection has
+;; ended), for at most a second.
+(define (await-reports! m done?)
+  (define deadline (+ (now-ms) 1000))
+  (let loop ()
+    (unless (or (done?) (> (now-ms) deadline))
+      (define msg (sync/timeout 0.05 (manager-messages m)))
+      (when msg (message! m msg))
+      (loop))))
+
+;; loader-by-pid : manager natural -> (or/c loader #f)
+(define (loader-by-pid m pid)
+  (for/first ([ld (in-hash-values (manager-loaders m))] #:when (= (loader-pid ld) pid)) ld))
+
+;; loader-message! : manager loader (or/c output-port eof-object string) -> void
+(define (loader-message! m ld x)
+  (cond
+    [(output-port? x) (set-loader-control! ld x)]
+    [(eof-object? x) (set-loader-reports-done?! ld #t)]
+    [else
+     (define r (regexp-match #px"^([a-z]+) ?(.*)$" x))
+     (define what (and r (caddr r)))
+     (case (and r (cadr r))
+       [("loaded") (loaded! m ld (string->number what))]
+       [("unsafe") (unsafe! m ld what)]
+       ;; escaped by the loader: one line of plain ASCII
+       [("forced")
+        (log-fastcgi-warning "generation ~a: --preload: forking all the same, though loading the app left what a fork cannot share: ~a"
+                             (loader-gen ld) what)]
+       [("failed") (set-loader-failure! ld what)]
+       [else (void)])]))
+
+;; loaded! : manager loader (or/c natural #f) -> void
+;; The generation's workers asked so far are forked now.
+(define (loaded! m ld image)
+  (set-loader-state! ld 'ready)
+  (set-loader-image! ld image)
+  (define g (loader-gen ld))
+  (log-fastcgi-info "generation ~a loaded once by loader ~a (a heap of ~a MiB, shared): forking its workers"
+                    g (loader-pid ld) (if image (quotient image 1048576) "?"))
+  (define n (loader-wanted ld))
+  (set-loader-wanted! ld 0)
+  (when (wanted-generation? m g)
+    (for ([_ (in-range n)]) (spawn! m g))))
+
+;; unsafe! : manager loader string -> void
+;; The generation's workers each load the app, as with --no-preload.
+(define (unsafe! m ld what)
+  (set-loader-state! ld 'unsafe)
+  (define g (loader-gen ld))
+  (log-fastcgi-warning "generation ~a: loading the app left what a fork cannot share (~a): each worker loads the app itself"
+                       g what)
+  (define n (loader-wanted ld))
+  (set-loader-wanted! ld 0)
+  (when (wanted-generation? m g)
+    (for ([_ (in-range n)]) (spawn! m g))))
+
+;; wanted-generation? : manager natural -> boolean ; the one that serves or the one a reload starts
+(define (wanted-generation? m g)
+  (and (not (manager-stopping? m))
+       (or (= g (manager-gen m)) (eqv? g (manager-reload-gen m)))))
 
 ;; stat! : worker (listof string) -> void
 ;; 6 numbers or more (a newer worker may send more than this manager knows)
@@ -114,6 +190,8 @@
      (when (andmap (λ (x) (eq? (worker-state x) 'ready)) (serving m reload-gen))
        (for ([old (in-list (live-workers m))] #:when (< (worker-gen old) reload-gen))
          (retire! m old "reload: replaced by the new generation"))
+       (for ([g (in-list (hash-keys (manager-loaders m)))] #:when (< g reload-gen))
+         (stop-loader! m g))
        (set-manager-gen! m reload-gen)
        (log-fastcgi-info "reload done: generation ~a serves" reload-gen)
        (reload-settled! m #f))]

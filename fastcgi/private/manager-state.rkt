@@ -5,10 +5,14 @@
 ;; workers that several of those modules ask, and what the manager releases when it ends.
 (require ffi/unsafe/port
          racket/file
+         "child-process.rkt"
          "logging.rkt"
          "transport.rkt")
 (provide (except-out (struct-out worker) worker)
          make-worker
+         (except-out (struct-out loader) loader)
+         make-loader
+         generation-loader
          (except-out (struct-out manager) manager)
          make-manager
          crash-window-ms
@@ -31,8 +35,10 @@
 ;; has ended. heard-ms: when its last line came. late: #f, #t (silent past the late
 ;; threshold), or 'killed. recycle: why it waits to be replaced, or #f. The counters
 ;; (requests active connections slow shed queue-delay sessions log-dropped) are its last
-;; stat line's; rss its resident memory as last read; metrics its last metrics line's (a
-;; metrics, metrics.rkt), or #f; max-requests the limit it drew (its limit line), or #f.
+;; stat line's; rss, private and shared its resident memory as last read (all of it, its
+;; own pages, the pages it shares: a forked worker shares its loader's image); metrics its
+;; last metrics line's (a metrics, metrics.rkt), or #f; max-requests the limit it drew (its
+;; limit line), or #f. sp: its child-process (child-process.rkt); forked?: a loader forked it.
 (struct worker (id sp pid gen started-ms
                 [state #:mutable] [ready-ms #:mutable]
                 [requests #:mutable] [active #:mutable] [connections #:mutable] [slow #:mutable]
@@ -41,12 +47,13 @@
                 [last-busy-ms #:mutable] [retiring? #:mutable] [control #:mutable]
                 [failure #:mutable] [reports-done? #:mutable] [log-dropped #:mutable]
                 [heard-ms #:mutable] [late #:mutable] [metrics #:mutable]
-                [max-requests #:mutable])
+                [max-requests #:mutable] [private #:mutable] [shared #:mutable] forked?)
   #:transparent)
 
-;; make-worker : #:id natural #:process subprocess #:generation natural #:now flonum -> worker
-(define (make-worker #:id id #:process sp #:generation gen #:now now)
-  (worker id sp (subprocess-pid sp) gen now
+;; make-worker : #:id natural #:process child-process #:generation natural #:now flonum
+;;               [#:forked? boolean] -> worker
+(define (make-worker #:id id #:process sp #:generation gen #:now now #:forked? [forked? #f])
+  (worker id sp (child-pid sp) gen now
           'starting #f
           0 0 0 0
           0 0 0
@@ -54,7 +61,23 @@
           now #f #f
           #f #f 0
           now #f #f
-          #f))
+          #f #f #f forked?))
+
+;; The loader of a generation (loader.rkt): the process that loads the app once and
+;; forks the generation's workers. sp: its subprocess. state: 'loading, 'ready (it takes
+;; fork requests), 'unsafe (loading left what a fork cannot share: the generation's
+;; workers load the app themselves), 'gone (it exited or failed). control: the output port
+;; of its control connection, once it said hello. wanted: workers asked of it while it
+;; loads, forked when it is ready. image: its heap once static (bytes), or #f. failure:
+;; why the app does not load, as it said. reports-done?: its control connection ended.
+(struct loader (gen sp pid started-ms
+                    [state #:mutable] [control #:mutable] [wanted #:mutable] [image #:mutable]
+                    [failure #:mutable] [reports-done? #:mutable] [rss #:mutable])
+  #:transparent)
+
+;; make-loader : #:generation natural #:process subprocess #:now flonum -> loader
+(define (make-loader #:generation gen #:process sp #:now now)
+  (loader gen sp (subprocess-pid sp) now 'loading #f 0 #f #f #f #f))
 
 ;; The pool. Fixed at start: config (serve-config), pid, plan (pm-plan), listener and
 ;; address (the listening socket; listen-port: it as a port, for the workers' fd 0), control (the control socket's listener), prefix (its
@@ -74,8 +97,12 @@
 ;; max-active, last-board and last-board-ms (the board last published), last-memory-ms
 ;; (when resident memory was last read), files-ok? (the status file could be written).
 ;; notify: what the manager tells systemd (manager-notify.rkt), or #f without NOTIFY_SOCKET.
+;; Preloading: preload? (the workers are forked from a loader per generation: the
+;; configuration allows it and the manager could become the subreaper of its
+;; descendants), loaders (generation -> loader), fork-replies (the channel of the loaders'
+;; "forked" lines, which the manager awaits while it forks a worker).
 (struct manager (config pid plan listener address listen-port control prefix pid-file scoreboard
-                        messages start-ms relay-key workers totals cut
+                        messages start-ms relay-key workers totals cut preload? loaders fork-replies
                         [secret #:mutable] [gen #:mutable] [next-id #:mutable] [stopping? #:mutable]
                         [failures #:mutable] [last-failure-ms #:mutable] [last-start-error #:mutable]
                         [ever-ready? #:mutable] [next-spawn-ms #:mutable]
@@ -87,12 +114,14 @@
 ;; make-manager : keyword ... -> manager ; the pool as it starts: no worker, generation 1
 (define (make-manager #:config config #:pid pid #:plan plan #:listener listener
                       #:control control #:prefix prefix #:pid-file pid-file
-                      #:secret secret #:relay-key relay-key #:start-ms start-ms)
+                      #:secret secret #:relay-key relay-key #:start-ms start-ms
+                      #:preload? [preload? #f])
   (manager config pid plan listener (listener-address listener)
            (unsafe-file-descriptor->port (listener-fd listener) 'listener '(read))
            control prefix pid-file
            (and pid-file (string-append pid-file ".status.json"))
            (make-channel) start-ms relay-key (make-hasheqv) (make-hasheq) (make-weak-hasheq)
+           preload? (make-hasheqv) (make-channel)
            secret 1 0 #f
            0 0. #f
            #f 0.
@@ -103,6 +132,9 @@
 
 ;; manager-cfg : manager (serve-config -> any) -> any ; an option's value
 (define (manager-cfg m get) (get (manager-config m)))
+
+;; generation-loader : manager natural -> (or/c loader #f)
+(define (generation-loader m g) (hash-ref (manager-loaders m) g #f))
 
 ;; live-workers : manager -> (listof worker)
 (define (live-workers m) (hash-values (manager-workers m)))

@@ -9,6 +9,7 @@
          "config.rkt"
          "limits.rkt"
          "log.rkt"
+         "manager-loader.rkt"
          "manager-state.rkt"
          "manager-status.rkt"
          "manager-workers.rkt"
@@ -38,6 +39,7 @@
        (set-worker-failure! w (format "not ready after ~a s (--start-timeout)" start-timeout))
        (send-signal! (worker-pid w) SIGKILL)]))
   (watch-beats! m now)
+  (watch-loaders! m now)
   ;; a worker started after the last crash has lasted: workers start again
   (when (and (positive? (manager-failures m))
              (for/or ([w (in-list (live-workers m))])

@@ -5,6 +5,7 @@
 (require racket/list
          racket/runtime-path
          compiler/find-exe
+         "child-process.rkt"
          "clock.rkt"
          "config.rkt"
          "log.rkt"
@@ -12,6 +13,9 @@
          "pm.rkt"
          "signals.rkt")
 (provide spawn!
+         start-loader!
+         stop-loader!
+         pending-forks
          drain!
          cut!
          retire!
@@ -19,24 +23,118 @@
          maintain!)
 
 (define-runtime-path worker-module "worker-main.rkt")
+(define-runtime-path loader-module "loader-main.rkt")
 
 (define hard-grace 1)             ; seconds between SIGTERM and SIGKILL past --max-memory-hard
+(define fork-timeout 5)           ; seconds a loader may take to answer a fork line
 
-;; spawn! : manager natural -> worker ; a worker of generation g, given the listening
-;; socket as fd 0 and its configuration on its command line (config.rkt)
+;; spawn! : manager natural -> (or/c worker #f)
+;; A worker of generation g. With preloading, its loader forks it (one is started for g
+;; if there is none: the worker is forked once it has loaded, and #f is returned); else,
+;; or when g's loader cannot fork, a process of its own that loads the app.
 (define (spawn! m g)
+  (define ld (and (manager-preload? m) (generation-loader m g)))
+  (cond
+    [(not (manager-preload? m)) (spawn-process! m g)]
+    [(or (not ld) (eq? (loader-state ld) 'gone))
+     (define new (start-loader! m g))
+     (set-loader-wanted! new (add1 (loader-wanted new)))
+     #f]
+    [(eq? (loader-state ld) 'loading)
+     (set-loader-wanted! ld (add1 (loader-wanted ld)))
+     #f]
+    [(eq? (loader-state ld) 'ready) (or (fork-worker! m ld) (spawn-process! m g))]
+    [else (spawn-process! m g)]))
+
+;; pending-forks : manager natural -> natural ; workers of generation g asked of its loader
+(define (pending-forks m g)
+  (define ld (generation-loader m g))
+  (if (and ld (eq? (loader-state ld) 'loading)) (loader-wanted ld) 0))
+
+;; worker-config : manager natural -> serve-config ; what worker id runs with
+(define (worker-config m id)
+  (serve-config-for-worker (manager-config m) #:pool-prefix (manager-prefix m)
+                           #:master-pid (manager-pid m) #:worker-id id))
+
+;; next-worker-id! : manager -> natural
+(define (next-worker-id! m)
   (define id (add1 (manager-next-id m)))
   (set-manager-next-id! m id)
-  (define wcfg (serve-config-for-worker (manager-config m) #:pool-prefix (manager-prefix m)
-                                        #:master-pid (manager-pid m) #:worker-id id))
+  id)
+
+;; spawn-process! : manager natural -> worker ; a worker of generation g, given the
+;; listening socket as fd 0 and its configuration on its command line (config.rkt)
+(define (spawn-process! m g)
+  (define id (next-worker-id! m))
+  (define sp (start-racket m worker-module (worker-config m id)))
+  (add-worker! m (make-worker #:id id #:process sp #:generation g #:now (now-ms))))
+
+;; add-worker! : manager worker -> worker
+(define (add-worker! m w)
+  (hash-set! (manager-workers m) (worker-pid w) w)
+  (log-fastcgi-debug "started worker ~a (generation ~a~a)" (worker-pid w) (worker-gen w)
+                     (if (worker-forked? w) ", forked" ""))
+  w)
+
+;; start-racket : manager path serve-config -> subprocess
+;; racket running module with the configuration, the listening socket as fd 0
+(define (start-racket m module cfg)
   (define-values (sp out in err)
     (subprocess (passable (current-output-port)) (manager-listen-port m) (passable (current-error-port))
-                (find-exe) "-N" "fastcgi-worker" "-t" (path->string worker-module)
-                "--" (let ([o (open-output-string)]) (write-serve-config wcfg o) (get-output-string o))))
-  (define w (make-worker #:id id #:process sp #:generation g #:now (now-ms)))
-  (hash-set! (manager-workers m) (worker-pid w) w)
-  (log-fastcgi-debug "started worker ~a (generation ~a)" (worker-pid w) g)
-  w)
+                (find-exe) "-N" (if (eq? module loader-module) "fastcgi-loader" "fastcgi-worker")
+                "-t" (path->string module)
+                "--" (let ([o (open-output-string)]) (write-serve-config cfg o) (get-output-string o))))
+  sp)
+
+;; start-loader! : manager natural -> loader ; generation g's loader, loading
+(define (start-loader! m g)
+  (define sp (start-racket m loader-module (worker-config m 0)))
+  (define ld (make-loader #:generation g #:process sp #:now (now-ms)))
+  (hash-set! (manager-loaders m) g ld)
+  (log-fastcgi-debug "started loader ~a (generation ~a)" (loader-pid ld) g)
+  ld)
+
+;; stop-loader! : manager natural -> void ; generation g needs its loader no more
+(define (stop-loader! m g)
+  (define ld (generation-loader m g))
+  (when ld
+    (hash-remove! (manager-loaders m) g)
+    (when (eq? (subprocess-status (loader-sp ld)) 'running)
+      (log-fastcgi-debug "stopping loader ~a (generation ~a)" (loader-pid ld) g)
+      (send-signal! (loader-pid ld) SIGTERM))))
+
+;; fork-worker! : manager loader -> (or/c worker #f)
+;; Asks the loader to fork a worker, and waits for its answer (a few milliseconds); #f
+;; when it fails or does not answer in time: the loader is then killed (the manager
+;; starts another when it sees it exit) and the worker is spawned instead.
+(define (fork-worker! m ld)
+  (define id (next-worker-id! m))
+  (define sent?
+    (with-handlers ([exn:fail? (λ (e) #f)])
+      (write-string (format "fork ~a\n" id) (loader-control ld))
+      (flush-output (loader-control ld))
+      #t))
+  (define deadline (alarm-at-evt (+ (now-ms) (* 1000 fork-timeout))))
+  (define pid
+    (and sent?
+         (let loop ()
+           (define line (sync deadline (manager-fork-replies m)))
+           (define r (and (string? line) (regexp-match #px"^forked ([0-9]+) (-?[0-9]+)$" line)))
+           (cond
+             [(not line) #f]
+             [(or (not r) (not (= (string->number (cadr r)) id))) (loop)]  ; a late answer to an earlier ask
+             [else (string->number (caddr r))]))))
+  (cond
+    [(and pid (positive? pid))
+     (add-worker! m (make-worker #:id id #:process (adopt-child pid) #:generation (loader-gen ld)
+                                 #:now (now-ms) #:forked? #t))]
+    [else
+     (log-fastcgi-error "loader ~a ~a: starting the worker as a process of its own" (loader-pid ld)
+                        (if pid "could not fork" (format "did not answer within ~a s" fork-timeout)))
+     (unless pid
+       (set-loader-state! ld 'gone)
+       (send-signal! (loader-pid ld) SIGKILL))
+     #f]))
 
 ;; drain! : manager worker string -> void ; SIGTERM: it finishes what it holds and exits
 ;; (a retiring worker too: it stops serving its sessions)
@@ -111,6 +209,7 @@
     (maintain! m)))
 
 ;; maintain! : manager -> void ; ask the process manager what to start and stop, and do it
+;; (workers already asked of a loader that is loading count as started)
 (define (maintain! m)
   (unless (manager-stopping? m)
     (define now (now-ms))
@@ -121,7 +220,7 @@
     (for ([p (in-list (pm-decision-stop decision))])
       (define w (hash-ref (manager-workers m) p #f))
       (when w (retire! m w (pm-decision-why decision))))
-    (define n (pm-decision-start decision))
+    (define n (max 0 (- (pm-decision-start decision) (pending-forks m (manager-gen m)))))
     (when (and (positive? n) (not (manager-reload-gen m)))
       (cond
         [(< now (manager-next-spawn-ms m)) (void)]

@@ -23,6 +23,7 @@
 (require ffi/unsafe/port
          racket/list
          (only-in "ffi.rkt" [c-getpid getpid])
+         "child-process.rkt"
          "entropy.rkt"
          "clock.rkt"
          "config.rkt"
@@ -31,6 +32,7 @@
          "logging.rkt"
          "manager-exits.rkt"
          "manager-gc.rkt"
+         "manager-loader.rkt"
          "manager-notify.rkt"
          "manager-reload.rkt"
          "manager-reports.rkt"
@@ -53,6 +55,8 @@
   (define usr1-evt (block-signals! (list SIGUSR1)))
   (manager-memory-setup!)
   (define m (start! cfg))
+  (when (manager-preload? m)
+    (log-fastcgi-debug "preloading: each generation's app is loaded once, its workers forked"))
   ;; before the first worker: they must not inherit NOTIFY_SOCKET
   (open-manager-notify! m)
   (start-control-thread! m)
@@ -66,7 +70,7 @@
     (handle-event! m ev)
     (manager-gc! gc (first-generation-serves? m))
     ;; a changed pool is published at once (the status shows a replaced worker at once)
-    (when (memq (first ev) '(exit reload stop pending)) (publish! m (now-ms)))
+    (when (memq (first ev) '(exit loader-exit reload stop pending)) (publish! m (now-ms)))
     (notify-tick! m (now-ms) (* 1000 tick-seconds))
     (cond
       [(and (manager-stopping? m) (zero? (hash-count (manager-workers m))))
@@ -107,18 +111,25 @@
                        (raise-user-error 'raco-fastcgi "--pid-file ~a: cannot write it: ~a"
                                          pid-file (filesystem-reason e)))])
       (write-pid-file! pid-file pid)))
+  ;; preloading: forked workers become the manager's children (child-process.rkt)
+  (define preload? (and (serve-config-preload cfg)
+                        (or (become-subreaper!)
+                            (begin (log-fastcgi-warning "cannot become the subreaper of the workers: each worker loads the app itself")
+                                   #f))))
   (make-manager #:config cfg #:pid pid #:plan (make-pm-plan cfg) #:listener listener
                 #:control control #:prefix prefix #:pid-file pid-file
-                #:secret secret #:relay-key relay-key #:start-ms (now-ms)))
+                #:secret secret #:relay-key relay-key #:start-ms (now-ms) #:preload? preload?))
 
 ;; next-event : manager evt flonum -> list
-;; What comes first: (message ...) from a control connection, (exit worker), (usr1),
+;; What comes first: (message ...) from a control connection, (exit worker),
+;; (loader-exit loader), (usr1),
 ;; (reload) for SIGHUP, (stop fast?) for SIGTERM or SIGINT, (pending) when the process
 ;; manager watches the listening socket and a connection waits, (tick) at next-tick.
 (define (next-event m usr1-evt next-tick)
   (define plan (manager-plan m))
   (define pending-evt
     (if (and (pm-wants-pending? plan) (not (manager-stopping? m)) (not (manager-reload-gen m))
+             (zero? (pending-forks m (manager-gen m)))
              (for/and ([w (in-list (live-workers m))])
                (not (or (eq? (worker-state w) 'starting)
                         (and (eq? (worker-state w) 'ready) (zero? (worker-active w))))))
@@ -134,6 +145,8 @@
      pending-evt
      (apply choice-evt (for/list ([w (in-list (live-workers m))])
                          (wrap-evt (worker-sp w) (λ (_) (list 'exit w)))))
+     (apply choice-evt (for/list ([ld (in-list (running-loaders m))])
+                         (wrap-evt (loader-sp ld) (λ (_) (list 'loader-exit ld)))))
      (wrap-evt (alarm-at-evt next-tick) (λ (_) '(tick))))))
 
 ;; handle-event! : manager list -> void
@@ -141,6 +154,7 @@
   (case (first ev)
     [(message) (message! m (rest ev))]
     [(exit) (exited! m (second ev))]
+    [(loader-exit) (loader-exited! m (second ev))]
     [(usr1)
      (log-fastcgi-info "SIGUSR1: workers reopen their log files")
      (for ([w (in-list (live-workers m))]) (send-signal! (worker-pid w) SIGHUP))]
@@ -164,4 +178,5 @@
                        (serve-config-graceful-timeout (manager-config m)))
      (notify-stopping! m)
      (listener-close! (manager-listener m))           ; no new connections; the socket file goes
+     (stop-loaders! m)                                ; (they hold the socket too)
      (for ([w (in-list (live-workers m))]) (drain! m w "stop"))]))

@@ -157,6 +157,12 @@
                 "secs"))
     (list '("--pid-file") (λ (_ file) (put! 'pid-file (path->string (path->complete-path file))))
           '("Write the manager's pid here (and the status to FILE.status.json)" "file"))
+    (list '("--preload") (λ (_) (put! 'preload #t))
+          '(("Load the app once per generation and fork the workers from it even when loading it"
+             "leaves what a fork cannot share (open files, sockets); each such thing is logged")))
+    (list '("--no-preload") (λ (_) (put! 'preload #f))
+          '(("Each worker loads the app itself (default: the app is loaded once per generation"
+             "and the workers are forked from it, unless loading it leaves what a fork cannot share)")))
     (list '("--single-process") (λ (_) (mode! 'single?))
           '("No manager: serve in this one process (the pm options do not apply)"))
     (list '("--check") (λ (_) (mode! 'check?))

@@ -1,0 +1,80 @@
+#lang racket/base
+;; The manager's handle on a worker process, whichever way it started: a Racket
+;; subprocess (spawned), or a process forked by a loader (fork.rkt) that became the
+;; manager's child when its intermediate exited, since the manager is the subreaper of
+;; its descendants. For the latter, an event ready when it exits (a pidfd, Linux 5.3) and
+;; its exit status by waitpid, as subprocess-status reports it (the code, or 128 + the
+;; signal).
+(require ffi/unsafe
+         ffi/unsafe/port
+         (only-in "ffi.rkt" c-close define-libc)
+         (only-in "signals.rkt" signal-name))
+(provide become-subreaper!
+         adopt-child
+         child-process?
+         child-pid
+         child-status
+         describe-exit-status)
+
+(define-libc c-prctl "prctl" _int _ulong _ulong _ulong _ulong -> _int)
+(define-libc c-syscall-pidfd-open "syscall" _long _int _uint -> _int)
+(define-libc c-waitpid "waitpid" _int _bytes _int -> _int)
+
+(define PR_SET_CHILD_SUBREAPER 36)
+(define SYS_pidfd_open 434)
+(define WNOHANG 1)
+(define ECHILD 10)
+
+;; become-subreaper! : -> boolean
+;; Orphaned descendants (forked workers whose intermediate exited) become this process's
+;; children. #f when the kernel refused.
+(define (become-subreaper!)
+  (zero? (c-prctl PR_SET_CHILD_SUBREAPER 1 0 0 0)))
+
+;; An adopted (forked) child: its pid, its pidfd (or #f when it could not be opened: the
+;; process had already gone), its exit status once collected (#f before), and the event
+;; that is ready once it exited (a child process is such an event, as a subprocess is).
+(struct adopted (pid fd [status #:mutable] evt)
+  #:property prop:evt (λ (a) (adopted-evt a)))
+
+;; adopt-child : natural -> adopted
+(define (adopt-child pid)
+  (define fd (c-syscall-pidfd-open SYS_pidfd_open pid 0))
+  (adopted pid (and (>= fd 0) fd) #f (if (>= fd 0) (unsafe-fd->evt fd 'read) always-evt)))
+
+;; child-process? : any -> boolean
+(define (child-process? x) (or (subprocess? x) (adopted? x)))
+
+;; child-pid : child-process -> natural
+(define (child-pid p) (if (subprocess? p) (subprocess-pid p) (adopted-pid p)))
+
+;; child-status : child-process -> (or/c 'running natural)
+;; subprocess-status's answer. An adopted child is reaped here (once); one whose status
+;; is gone (reaped by another) reads as 255.
+(define (child-status p)
+  (cond
+    [(subprocess? p) (subprocess-status p)]
+    [(adopted-status p) (adopted-status p)]
+    [else
+     (define buf (make-bytes 4 0))
+     (define r (c-waitpid (adopted-pid p) buf WNOHANG))
+     (cond
+       [(zero? r) 'running]
+       [(and (negative? r) (not (= (saved-errno) ECHILD))) 'running]
+       [else
+        (define st (if (negative? r) (* 255 256) (integer-bytes->integer buf #t #f)))
+        (define code (if (zero? (bitwise-and st #x7f))
+                         (bitwise-and (arithmetic-shift st -8) #xff)
+                         (+ 128 (bitwise-and st #x7f))))
+        (set-adopted-status! p code)
+        (when (adopted-fd p)
+          (unsafe-fd->evt (adopted-fd p) 'remove)
+          (c-close (adopted-fd p)))
+        code])]))
+
+;; describe-exit-status : any -> string ; a child-status answer for a log line
+(define (describe-exit-status st)
+  (cond
+    [(not (exact-integer? st)) (format "~a" st)]
+    [(> st 128) (format "killed by ~a" (signal-name (- st 128)))]
+    [else (format "exit status ~a" st)]))

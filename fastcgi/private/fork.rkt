@@ -1,0 +1,233 @@
+#lang racket/base
+;; Forking a worker from a process that loaded the app once (loader.rkt), on Racket CS
+;; (Linux x86_64). What a fork copies that a worker must not share, and how each is dealt
+;; with (DESIGN.md, forking workers):
+;;   - the runtime's own descriptors: rktio's epoll set and its wake-up pipe are one kernel
+;;     object for the loader and every child (a wake-up byte or a readiness event taken by
+;;     the wrong process): the child puts fresh ones under the same numbers;
+;;   - the pseudo-random generator's state: reseeded from the kernel's entropy;
+;;   - the parent: a forked child is its forker's child, but the manager supervises it, so
+;;     the fork goes through an intermediate that exits at once: the worker becomes the
+;;     child of the manager, which made itself the subreaper (child-process.rkt), and the
+;;     manager collects its exit status as for any child; the worker has a process group
+;;     of its own, so that the runtime's SIGCHLD thread in the manager (which waits for any
+;;     child of the manager's group) never takes that status first;
+;;   - what the app opened at load (a file, a socket, a database connection), a
+;;     subprocess, an OS thread: none of these can be shared, so fork-hazards names them
+;;     and the loader does not fork.
+;; The heap is made static before the first fork (make-heap-static!): the collector never
+;; copies those objects again, so their pages stay shared with every child.
+(require ffi/unsafe
+         ffi/unsafe/vm
+         racket/list
+         (only-in "ffi.rkt" define-libc))
+(provide fork-child!
+         await-new-parent!
+         make-heap-static!
+         fresh-runtime-descriptors!
+         reseed-random!
+         fork-hazards
+         runtime-descriptors
+         set-process-name!)
+
+(define-libc c-epoll-create1 "epoll_create1" _int -> _int)
+(define-libc c-pipe2 "pipe2" _bytes _int -> _int)
+(define-libc c-dup2 "dup2" _int _int -> _int)
+(define-libc c-close "close" _int -> _int)
+(define-libc c-fcntl "fcntl" #:varargs-after 2 _int _int _int -> _int)
+(define-libc c-getppid "getppid" -> _int)
+(define-libc c-prctl "prctl" _int _pointer _ulong _ulong _ulong -> _int)
+
+(define F_GETFD 1)
+(define F_SETFD 2)
+(define F_GETFL 3)
+(define F_SETFL 4)
+(define O_CLOEXEC #o2000000)
+(define PR_SET_NAME 15)
+
+;; address : string -> integer ; a libc function's address, for Chez's foreign-procedure
+(define (address name) (cast (ffi-obj-ref name #f) _pointer _intptr))
+
+;; fork-child! : -> (values integer integer)
+;; In the caller: the new worker's pid (or a negative number: no child was made) and 0.
+;; In the worker: 0 and the pid of its first parent (the intermediate, gone or going).
+;; Chez Scheme code with interrupts off from the first fork to the intermediate's exit:
+;; no collection and no thread switch runs in the intermediate. The intermediate passes
+;; the worker's pid back through a pipe, having put the worker in a process group of its
+;; own (before its exit, so before the worker can become the manager's child).
+(define fork-child!
+  (vm-eval
+   `(let ([fork (foreign-procedure ,(address "fork") () int)]
+          [exit (foreign-procedure ,(address "_exit") (int) void)]
+          [pipe2 (foreign-procedure ,(address "pipe2") (uptr int) int)]
+          [write (foreign-procedure ,(address "write") (int uptr size_t) ssize_t)]
+          [read (foreign-procedure ,(address "read") (int uptr size_t) ssize_t)]
+          [close (foreign-procedure ,(address "close") (int) int)]
+          [setpgid (foreign-procedure ,(address "setpgid") (int int) int)]
+          [getppid (foreign-procedure ,(address "getppid") () int)]
+          [waitpid (foreign-procedure ,(address "waitpid") (int uptr int) int)]
+          [buf (foreign-alloc 16)])
+      ;; again : (-> integer) -> integer ; a call retried while it fails (EINTR), 1000 times at most
+      (define (again thunk)
+        (let loop ([i 0])
+          (let ([r (thunk)])
+            (if (and (< r 0) (< i 1000)) (loop (+ i 1)) r))))
+      (lambda ()
+        (with-interrupts-disabled
+         (if (< (pipe2 buf ,O_CLOEXEC) 0)
+             (values -1 0)
+             (let ([r (foreign-ref 'int buf 0)] [w (foreign-ref 'int buf 4)])
+               (let ([p (fork)])
+                 (cond
+                   [(< p 0) (close r) (close w) (values -1 0)]
+                   [(= p 0)
+                    ;; the intermediate
+                    (let ([q (fork)])
+                      (cond
+                        [(= q 0)
+                         (let ([first-parent (getppid)])
+                           (close r)
+                           (close w)
+                           (setpgid 0 0)
+                           (values 0 first-parent))]
+                        [else
+                         (when (> q 0) (setpgid q q))
+                         (foreign-set! 'int buf 8 q)
+                         (write w (+ buf 8) 4)
+                         (exit 0)
+                         (values -1 0)]))]
+                   [else
+                    (close w)
+                    (foreign-set! 'int buf 8 -1)
+                    (again (lambda () (read r (+ buf 8) 4)))
+                    (close r)
+                    (again (lambda () (waitpid p 0 0)))
+                    (values (foreign-ref 'int buf 8) 0)])))))))))
+
+;; await-new-parent! : natural real -> boolean
+;; In a worker just forked: waits until its first parent has exited (it was re-parented),
+;; for at most timeout seconds; #f when that did not happen.
+(define (await-new-parent! first-parent timeout)
+  (define deadline (+ (current-inexact-monotonic-milliseconds) (* 1000 timeout)))
+  (let loop ()
+    (cond
+      [(not (= (c-getppid) first-parent)) #t]
+      [(> (current-inexact-monotonic-milliseconds) deadline) #f]
+      [else (sleep 0.001) (loop)])))
+
+;; make-heap-static! : -> void
+;; A full collection, then every live object moves to the static generation, which is
+;; never collected again: its pages stay shared with the processes forked afterwards
+;; (with a plain fork, a child's first major collection copies the old generations and
+;; they become private). What is garbage at that moment would stay: collect first.
+(define (make-heap-static!)
+  (collect-garbage 'major)
+  (collect-garbage 'major)
+  (void (vm-eval '(collect (collect-maximum-generation) 'static))))
+
+;; open-descriptors : -> (listof (cons fd (or/c string #f))) ; with what each refers to
+(define (open-descriptors)
+  (define fds (sort (for*/list ([p (in-list (directory-list "/proc/self/fd"))]
+                                [n (in-value (string->number (path->string p)))]
+                                #:when n)
+                      n)
+                    <))
+  ;; (one of them listed the folder and is closed now: it resolves to itself)
+  (for/list ([fd (in-list fds)])
+    (define link (format "/proc/self/fd/~a" fd))
+    (cons fd (with-handlers ([exn:fail? (λ (e) #f)])
+               (define to (path->string (resolve-path link)))
+               (and (not (equal? to link)) to)))))
+
+;; runtime-descriptors : -> (values (listof fd) (listof (list read-fd write-fd)))
+;; The runtime's epoll sets and its wake-up pipes: each pipe whose two ends this process
+;; holds. Racket CS opens one of each at start.
+(define (runtime-descriptors [fds (open-descriptors)])
+  (define epolls (for/list ([d (in-list fds)] #:when (equal? (cdr d) "anon_inode:[eventpoll]")) (car d)))
+  (define pipes
+    (for/list ([g (in-list (group-by cdr (filter (λ (d) (and (cdr d) (regexp-match? #rx"^pipe:" (cdr d)))) fds)))]
+               #:when (= 2 (length g)))
+      (define ends (map car g))
+      (define w (findf write-end? ends))
+      (list (car (remove w ends)) w)))
+  (values epolls pipes))
+
+;; write-end? : fd -> boolean ; O_WRONLY in its flags
+(define (write-end? fd)
+  (odd? (c-fcntl fd F_GETFL 0)))
+
+;; fork-hazards : (listof fd) -> (listof string)
+;; What this process holds that a fork cannot share, each as a phrase: descriptors other
+;; than the standard three, the runtime's own and those in `ours` (open files, sockets,
+;; pipes: a database connection made at load), OS threads besides this one (places,
+;; futures, the runtime's SIGCHLD thread once a subprocess ran), and child processes.
+(define (fork-hazards ours)
+  (define fds (open-descriptors))
+  (define-values (epolls pipes) (runtime-descriptors fds))
+  (define known (append '(0 1 2) ours (take epolls (min 1 (length epolls)))
+                        (if (pair? pipes) (car pipes) '())))
+  (define open
+    (for/list ([d (in-list fds)]
+               #:unless (memv (car d) known)
+               #:when (cdr d))
+      (format "descriptor ~a open on ~a" (car d) (cdr d))))
+  (define threads (sub1 (length (directory-list "/proc/self/task"))))
+  (define children (child-pids))
+  (append open
+          (if (positive? threads)
+              (list (format "~a OS thread~a besides the main one (places, futures, or the runtime's own after a subprocess)"
+                            threads (if (= threads 1) "" "s")))
+              '())
+          (for/list ([p (in-list children)]) (format "child process ~a" p))))
+
+;; child-pids : -> (listof natural)
+(define (child-pids)
+  (with-handlers ([exn:fail? (λ (e) '())])
+    (for*/list ([t (in-list (directory-list "/proc/self/task"))]
+                [p (in-list (call-with-input-file (build-path "/proc/self/task" t "children")
+                              (λ (in) (let loop () (define x (read in)) (if (eof-object? x) '() (cons x (loop)))))))])
+      p)))
+
+;; fresh-runtime-descriptors! : -> void
+;; In a forked child: a new epoll set and a new wake-up pipe under the numbers of the
+;; ones shared with the loader and the siblings, with the same descriptor flags.
+(define (fresh-runtime-descriptors!)
+  (define-values (epolls pipes) (runtime-descriptors))
+  (for ([fd (in-list epolls)])
+    (onto! (c-epoll-create1 O_CLOEXEC) fd))
+  (for ([p (in-list pipes)])
+    (define b (make-bytes 8 0))
+    (unless (zero? (c-pipe2 b O_CLOEXEC))
+      (error 'fork "pipe2 failed (errno ~a)" (saved-errno)))
+    (onto! (integer-bytes->integer b #t #f 0 4) (first p))
+    (onto! (integer-bytes->integer b #t #f 4 8) (second p))))
+
+;; onto! : fd fd -> void ; new takes old's number and flags; new's own number is closed
+(define (onto! new old)
+  (when (negative? new) (error 'fork "cannot make a fresh descriptor for ~a (errno ~a)" old (saved-errno)))
+  (define fd-flags (c-fcntl old F_GETFD 0))
+  (define fl-flags (c-fcntl old F_GETFL 0))
+  (when (negative? (c-dup2 new old)) (error 'fork "dup2 failed (errno ~a)" (saved-errno)))
+  (c-close new)
+  (c-fcntl old F_SETFD fd-flags)
+  (c-fcntl old F_SETFL fl-flags)
+  (void))
+
+;; reseed-random! : -> void
+;; The current pseudo-random generator (web-server's continuation salts, apps' ids) from
+;; the kernel's entropy: two workers forked from one image never draw the same sequence.
+(define (reseed-random!)
+  (define b (call-with-input-file "/dev/urandom" (λ (in) (read-bytes 48 in))))
+  (define (part i limit) (add1 (modulo (integer-bytes->integer b #f #f (* 8 i) (* 8 (add1 i))) (sub1 limit))))
+  (vector->pseudo-random-generator!
+   (current-pseudo-random-generator)
+   (vector (part 0 4294967087) (part 1 4294967087) (part 2 4294967087)
+           (part 3 4294944443) (part 4 4294944443) (part 5 4294944443))))
+
+;; set-process-name! : string -> void ; the name ps -o comm and top show (15 bytes)
+(define (set-process-name! name)
+  (define b (bytes-append (let ([s (string->bytes/utf-8 name)]) (subbytes s 0 (min 15 (bytes-length s)))) #"\0"))
+  (define p (malloc (bytes-length b) 'raw))
+  (memcpy p b (bytes-length b))
+  (c-prctl PR_SET_NAME p 0 0 0)
+  (free p))
