@@ -15,7 +15,8 @@
 ;; A pool of two workers, one busy and one starting; some values absent or null.
 (define board
   (hasheq 'pool "www" 'pm "pm static, 2 workers" 'listen "unix:/run/app.sock" 'master_pid 100
-          'start_time 1700000000 'uptime 12.34 'generation 1 'accepted_connections 5 'requests 7
+          'start_time 1700000000 'uptime 12.34 'generation 1 'preload "forked" 'loader_pid 99
+          'image_memory 115343360 'loader_restarts 0 'accepted_connections 5 'requests 7
           'listen_queue (json-null) 'active_workers 1 'idle_workers 1 'total_workers 2
           'late_workers 0 'draining_workers 0 'sessions 0 'max_active_workers 2
           'max_workers_reached 0 'slow_requests 0 'shed_requests 3 'log_dropped 0 'restarts 0
@@ -23,7 +24,8 @@
           'last_reload_error "app.rkt: boom" 'start_failures 0
           'workers (list (hasheq 'pid 101 'state "busy" 'generation 1 'requests 4 'active 1
                                  'connections 1 'sessions 0 'shed 0 'queue_delay 0.25
-                                 'memory 52428800 'max_requests 1037 'uptime 12.0)
+                                 'memory 52428800 'private_memory 12582912 'shared_memory 39845888
+                                 'max_requests 1037 'uptime 12.0)
                          (hasheq 'pid 102 'state "starting" 'generation 1 'requests 0 'active 0
                                  'connections 0 'sessions 0 'shed 0 'memory (json-null)
                                  'uptime 0.06))))
@@ -83,6 +85,10 @@
      "start time:            1700000000"
      "uptime (s):            12.3"
      "generation:            1"
+     "preload:               forked"
+     "loader pid:            99"
+     "image memory:          115343360"
+     "loader restarts:       0"
      "accepted connections:  5"
      "requests:              7"
      "listen queue:          -"
@@ -106,9 +112,9 @@
      "start failures:        0"
      "last start error:      -"
      ""
-     "pid  state     gen  requests  active  connections  sessions  shed  delay (ms)  memory    uptime (s)"
-     "101  busy      1    4         1       1            0         0     0.2         52428800  12.0"
-     "102  starting  1    0         0       0            0         0     -           -         0.1"
+     "pid  state     gen  requests  active  connections  sessions  shed  delay (ms)  memory    private   shared    uptime (s)"
+     "101  busy      1    4         1       1            0         0     0.2         52428800  12582912  39845888  12.0"
+     "102  starting  1    0         0       0            0         0     -           -         -         -         0.1"
      ""))
   ;; the text format is the default
   (check-equal? (render board 'full) (render board 'text)))
@@ -126,6 +132,9 @@
            "# TYPE fastcgi_start_time_seconds gauge"
            "fastcgi_start_time_seconds{pool=\"www\"} 1700000000"
            "fastcgi_uptime_seconds{pool=\"www\"} 12.34"
+           "# TYPE fastcgi_image_memory_bytes gauge"
+           "fastcgi_image_memory_bytes{pool=\"www\"} 115343360"
+           "fastcgi_loader_restarts_total{pool=\"www\"} 0"
            "# HELP fastcgi_requests Requests handed to the app by all workers"
            "# TYPE fastcgi_requests counter"
            "fastcgi_requests_total{pool=\"www\"} 7"
@@ -137,12 +146,15 @@
            "fastcgi_worker_requests_total{pool=\"www\",pid=\"102\",generation=\"1\"} 0"
            "fastcgi_worker_queue_delay_seconds{pool=\"www\",pid=\"101\",generation=\"1\"} 0.00025"
            "fastcgi_worker_memory_bytes{pool=\"www\",pid=\"101\",generation=\"1\"} 52428800"
+           "fastcgi_worker_private_memory_bytes{pool=\"www\",pid=\"101\",generation=\"1\"} 12582912"
+           "fastcgi_worker_shared_memory_bytes{pool=\"www\",pid=\"101\",generation=\"1\"} 39845888"
            "# TYPE fastcgi_worker_max_requests gauge"
            "fastcgi_worker_max_requests{pool=\"www\",pid=\"101\",generation=\"1\"} 1037"
            "# EOF")
          ;; null or absent: left out; text values have no family
          (list #rx"listen_queue" #rx"queue_delay_seconds{[^}]*pid=\"102\""
-               #rx"memory_bytes{[^}]*pid=\"102\"" #rx"master_pid" #rx"reload_error" #rx"^fastcgi_pool"))
+               #rx"memory_bytes{[^}]*pid=\"102\"" #rx"master_pid" #rx"reload_error" #rx"^fastcgi_pool"
+               #rx"loader_pid" #rx"fastcgi_preload"))
    (list "a pool name with a quote, a backslash and a newline"
          (hasheq 'pool "a\"b\\c\nd" 'requests 1)
          '("fastcgi_requests_total{pool=\"a\\\"b\\\\c\\nd\"} 1" "# EOF")

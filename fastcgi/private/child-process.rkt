@@ -7,6 +7,7 @@
 ;; signal).
 (require ffi/unsafe
          ffi/unsafe/port
+         racket/file
          (only-in "ffi.rkt" c-close define-libc)
          (only-in "signals.rkt" signal-name))
 (provide become-subreaper!
@@ -14,7 +15,9 @@
          child-process?
          child-pid
          child-status
-         describe-exit-status)
+         describe-exit-status
+         process-rss
+         process-shared)
 
 (define-libc c-prctl "prctl" _int _ulong _ulong _ulong _ulong -> _int)
 (define-libc c-syscall-pidfd-open "syscall" _long _int _uint -> _int)
@@ -78,3 +81,22 @@
     [(not (exact-integer? st)) (format "~a" st)]
     [(> st 128) (format "killed by ~a" (signal-name (- st 128)))]
     [else (format "exit status ~a" st)]))
+
+;; process-rss : natural -> (or/c natural #f) ; resident memory in bytes, from /proc
+(define (process-rss pid)
+  (proc-kb (format "/proc/~a/status" pid) #rx"VmRSS:[ \t]*([0-9]+) kB"))
+
+;; process-shared : natural -> (or/c natural #f)
+;; Resident memory shared with other processes (a forked worker's loaded image). Costly:
+;; the kernel walks every page (milliseconds for a servlet worker).
+(define (process-shared pid)
+  (define f (format "/proc/~a/smaps_rollup" pid))
+  (define clean (proc-kb f #rx"Shared_Clean:[ \t]*([0-9]+) kB"))
+  (define dirty (proc-kb f #rx"Shared_Dirty:[ \t]*([0-9]+) kB"))
+  (and clean dirty (+ clean dirty)))
+
+;; proc-kb : path regexp -> (or/c natural #f) ; a "N kB" figure of a /proc file, in bytes
+(define (proc-kb file rx)
+  (with-handlers ([exn:fail? (λ (e) #f)])
+    (define m (regexp-match rx (file->string file)))
+    (and m (* 1024 (string->number (cadr m))))))

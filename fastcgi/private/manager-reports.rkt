@@ -182,6 +182,7 @@
 (define (ready! m w)
   (set-worker-state! w 'ready)
   (set-worker-ready-ms! w (now-ms))
+  (read-memory! w (now-ms))
   (set-manager-ever-ready?! m #t)
   (log-fastcgi-info "worker ~a ready (generation ~a)" (worker-pid w) (worker-gen w))
   (define reload-gen (manager-reload-gen m))

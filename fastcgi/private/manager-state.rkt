@@ -13,6 +13,7 @@
          (except-out (struct-out loader) loader)
          make-loader
          generation-loader
+         read-memory!
          (except-out (struct-out manager) manager)
          make-manager
          crash-window-ms
@@ -38,7 +39,8 @@
 ;; stat line's; rss, private and shared its resident memory as last read (all of it, its
 ;; own pages, the pages it shares: a forked worker shares its loader's image); metrics its
 ;; last metrics line's (a metrics, metrics.rkt), or #f; max-requests the limit it drew (its
-;; limit line), or #f. sp: its child-process (child-process.rkt); forked?: a loader forked it.
+;; limit line), or #f; shared-ms: when its shared memory was last read. sp: its
+;; child-process (child-process.rkt); forked?: a loader forked it.
 (struct worker (id sp pid gen started-ms
                 [state #:mutable] [ready-ms #:mutable]
                 [requests #:mutable] [active #:mutable] [connections #:mutable] [slow #:mutable]
@@ -47,7 +49,7 @@
                 [last-busy-ms #:mutable] [retiring? #:mutable] [control #:mutable]
                 [failure #:mutable] [reports-done? #:mutable] [log-dropped #:mutable]
                 [heard-ms #:mutable] [late #:mutable] [metrics #:mutable]
-                [max-requests #:mutable] [private #:mutable] [shared #:mutable] forked?)
+                [max-requests #:mutable] [private #:mutable] [shared #:mutable] [shared-ms #:mutable] forked?)
   #:transparent)
 
 ;; make-worker : #:id natural #:process child-process #:generation natural #:now flonum
@@ -61,7 +63,7 @@
           now #f #f
           #f #f 0
           now #f #f
-          #f #f #f forked?))
+          #f #f #f -inf.0 forked?))
 
 ;; The loader of a generation (loader.rkt): the process that loads the app once and
 ;; forks the generation's workers. sp: its subprocess. state: 'loading, 'ready (it takes
@@ -78,6 +80,19 @@
 ;; make-loader : #:generation natural #:process subprocess #:now flonum -> loader
 (define (make-loader #:generation gen #:process sp #:now now)
   (loader gen sp (subprocess-pid sp) now 'loading #f 0 #f #f #f #f))
+
+;; read-memory! : worker flonum -> void
+;; Its resident memory, its shared part (read every shared-every-ms: costly) and its
+;; private memory: resident less the shared part last read, which never overstates it
+;; (pages shared at the fork only ever become private).
+(define shared-every-ms 5000.)
+(define (read-memory! w now)
+  (define rss (process-rss (worker-pid w)))
+  (set-worker-rss! w rss)
+  (when (and rss (> (- now (worker-shared-ms w)) shared-every-ms))
+    (set-worker-shared-ms! w now)
+    (set-worker-shared! w (process-shared (worker-pid w))))
+  (set-worker-private! w (and rss (max 0 (- rss (or (worker-shared w) 0))))))
 
 ;; The pool. Fixed at start: config (serve-config), pid, plan (pm-plan), listener and
 ;; address (the listening socket; listen-port: it as a port, for the workers' fd 0), control (the control socket's listener), prefix (its

@@ -68,6 +68,10 @@
           'start_time (exact-floor (/ (wall-ms-at start-ms) 1000))
           'uptime (exact-floor (/ (- now start-ms) 1000))
           'generation (manager-gen m)
+          'preload (preload-state m)
+          'loader_pid (let ([ld (generation-loader m (manager-gen m))]) (if ld (loader-pid ld) (json-null)))
+          'image_memory (let ([ld (generation-loader m (manager-gen m))]) (or (and ld (loader-rss ld)) (json-null)))
+          'loader_restarts (total 'loader_restarts)
           'accepted_connections (total 'accepted_connections worker-connections)
           'requests (total 'requests worker-requests)
           'listen_queue (or (listener-queue-length (manager-listener m)) (json-null))
@@ -95,6 +99,21 @@
           'workers (for/list ([w (in-list ws)]) (worker-board w now)))
    (filter values (cons (hash-ref totals 'metrics #f) (map worker-metrics ws)))))
 
+;; preload-state : manager -> string
+;; How the serving generation's workers start: "off" (--no-preload, each loads the app),
+;; "loading", "forked" (from its loader), "unsafe" (loading the app left what a fork
+;; cannot share: each loads the app), "fallback" (its loader failed).
+(define (preload-state m)
+  (define ld (generation-loader m (manager-gen m)))
+  (cond
+    [(not (manager-preload? m)) "off"]
+    [(not ld) "fallback"]
+    [else (case (loader-state ld)
+            [(loading) "loading"]
+            [(ready) "forked"]
+            [(unsafe) "unsafe"]
+            [else "fallback"])]))
+
 ;; worker-board : worker flonum -> hash ; one worker's line of the board
 (define (worker-board w now)
   (with-metrics
@@ -112,6 +131,9 @@
           'shed (worker-shed w)
           'queue_delay (worker-queue-delay w)
           'memory (or (worker-rss w) (json-null))
+          'private_memory (or (worker-private w) (json-null))
+          'shared_memory (or (worker-shared w) (json-null))
+          'forked (worker-forked? w)
           'max_requests (or (worker-max-requests w) (json-null))
           'start_time (/ (round (wall-ms-at (worker-started-ms w))) 1000.)
           'uptime (exact-floor (/ (- now (worker-started-ms w)) 1000)))

@@ -4,7 +4,7 @@
 ;; killed; a ready worker that falls silent is late, then killed (the watchdog); resident
 ;; memory past --max-memory recycles a worker, past the hard ceiling stops it at once; and
 ;; the pool is maintained and its status published.
-(require racket/file
+(require "child-process.rkt"
          "clock.rkt"
          "config.rkt"
          "limits.rkt"
@@ -83,28 +83,31 @@
       [else (set-worker-late! w #f)])))
 
 ;; watch-memory! : manager flonum -> void
-;; With a memory limit, resident memory is read at every tick (a runaway grows fast),
-;; else once a second, for the status.
+;; With a memory limit, memory is read at every tick (a runaway grows fast), else once a
+;; second, for the status. The limits apply to a worker's private memory, what it costs
+;; alone: its resident memory less what it shares (a forked worker shares its loader's
+;; image). Resident memory is cheap to read (/proc/PID/status); the shared part is not
+;; (/proc/PID/smaps_rollup walks every page: milliseconds for a servlet worker), so it is
+;; read every shared-every-ms. Pages shared at the fork only ever become private, so
+;; resident memory less the shared part last read never overstates private memory: a
+;; limit passed by that reading is passed (manager-state.rkt's read-memory!).
 (define (watch-memory! m now)
   (define cfg (manager-config m))
   (define max-memory (serve-config-max-memory cfg))
   (define ceiling (config-memory-ceiling cfg))
   (when (or ceiling (> (- now (manager-last-memory-ms m)) 1000))
     (set-manager-last-memory-ms! m now)
+    (for ([ld (in-hash-values (manager-loaders m))])
+      (set-loader-rss! ld (process-rss (loader-pid ld))))
     (for ([w (in-list (live-workers m))])
-      (set-worker-rss! w (process-rss (worker-pid w)))
-      (define rss (worker-rss w))
+      (read-memory! w now)
+      (define private (worker-private w))
       (cond
-        [(and ceiling rss (> rss ceiling) (memq (worker-state w) '(ready draining)))
+        [(and ceiling private (> private ceiling) (memq (worker-state w) '(ready draining)))
          (cut! m w (format "memory ~a MiB over the hard ceiling of ~a MiB (~a)"
-                           (quotient rss 1048576) (quotient ceiling 1048576)
+                           (quotient private 1048576) (quotient ceiling 1048576)
                            (if (serve-config-max-memory-hard cfg) "--max-memory-hard" "2 x --max-memory")))]
-        [(and max-memory rss (> rss max-memory) (eq? (worker-state w) 'ready))
+        [(and max-memory private (> private max-memory) (eq? (worker-state w) 'ready))
          (recycle! m w (format "memory ~a MiB over --max-memory ~a MiB"
-                               (quotient rss 1048576) (quotient max-memory 1048576)))]))))
+                               (quotient private 1048576) (quotient max-memory 1048576)))]))))
 
-;; process-rss : natural -> (or/c natural #f) ; resident memory in bytes, from /proc
-(define (process-rss pid)
-  (with-handlers ([exn:fail? (λ (e) #f)])
-    (define m (regexp-match #rx"VmRSS:[ \t]*([0-9]+) kB" (file->string (format "/proc/~a/status" pid))))
-    (and m (* 1024 (string->number (cadr m))))))

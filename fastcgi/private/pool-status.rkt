@@ -47,6 +47,10 @@
     (start_time "start time" start_time_seconds gauge "Unix time the manager started")
     (uptime "uptime (s)" uptime_seconds gauge "Seconds since the manager started")
     (generation "generation" generation gauge "Reloads so far (the workers' generation)")
+    (preload "preload" #f #f #f)
+    (loader_pid "loader pid" #f #f #f)
+    (image_memory "image memory" image_memory_bytes gauge "Resident memory of the process that loaded the serving generation's app once and forks its workers, which share it")
+    (loader_restarts "loader restarts" loader_restarts counter "Loaders started again after an unexpected exit")
     (accepted_connections "accepted connections" accepted_connections counter "Connections accepted by all workers")
     (requests "requests" requests counter "Requests handed to the app by all workers")
     (listen_queue "listen queue" listen_queue gauge "Connections waiting in the accept queue (TCP only)")
@@ -73,7 +77,8 @@
 ;; The per-worker columns: key, label.
 (define worker-columns
   '((pid "pid") (state "state") (generation "gen") (requests "requests") (active "active")
-    (connections "connections") (sessions "sessions") (shed "shed") (queue_delay "delay (ms)") (memory "memory") (uptime "uptime (s)")))
+    (connections "connections") (sessions "sessions") (shed "shed") (queue_delay "delay (ms)") (memory "memory") (private_memory "private")
+    (shared_memory "shared") (uptime "uptime (s)")))
 
 ;; value->string : any -> string
 (define (value->string v)
@@ -141,6 +146,8 @@
                       (shed "fastcgi_worker_shed" counter "Requests the worker answered 503 because it was overloaded")
                       (queue_delay "fastcgi_worker_queue_delay_seconds" gauge "How long a runnable thread of the worker waits for the CPU (smoothed)" 1000)
                       (memory "fastcgi_worker_memory_bytes" gauge "Resident memory of the worker")
+                      (private_memory "fastcgi_worker_private_memory_bytes" gauge "Memory of the worker's own: resident less what it shares (--max-memory applies to it)")
+                      (shared_memory "fastcgi_worker_shared_memory_bytes" gauge "Resident memory the worker shares with other processes (the loaded image of a forked worker)")
                       (max_requests "fastcgi_worker_max_requests" gauge "The --max-requests limit the worker drew (--max-requests-jitter)")))])
     (write-family-head out (second m) (third m) (fourth m))
     (for ([w (in-list workers)])
@@ -178,7 +185,10 @@
       (body
        (h1 ,(format "fastcgi pool ~a" (value->string (hash-ref board 'pool ""))))
        (table ,@(for/list ([t (in-list totals)] #:unless (memq (first t) '(pool)))
-                  (row (second t) (hash-ref board (first t) (json-null)))))
+                  (define v (hash-ref board (first t) (json-null)))
+                  (if (memq (first t) memory-keys)
+                      `(tr (th ,(second t)) (td ,(memory->string v)))
+                      (row (second t) v))))
 ,@(latency-chart board)
        (h2 "Workers")
        (table
@@ -188,11 +198,14 @@
                  ,@(for/list ([c (in-list worker-columns)])
                      `(td ([class ,(if (eq? (first c) 'state) "" "n")])
                           ,(let ([v (hash-ref w (first c) (json-null))])
-                             (if (eq? (first c) 'memory) (memory->string v) (value->string v))))))))
+                             (if (memq (first c) memory-keys) (memory->string v) (value->string v))))))))
        (p "This page refreshes every 2 seconds. Also as "
           (a ([href "?json"]) "JSON") ", " (a ([href "?openmetrics"]) "OpenMetrics")
           " and " (a ([href "?"]) "text") "."))))
   (string->bytes/utf-8 (string-append "<!DOCTYPE html>\n" (xexpr->string page))))
+
+;; The keys whose values are bytes of memory, which the HTML page shows in MiB.
+(define memory-keys '(memory private_memory shared_memory image_memory))
 
 ;; memory->string : any -> string ; bytes as MiB with one decimal
 (define (memory->string v)
