@@ -470,9 +470,10 @@
      (check-regexp-match #rx"over --max-memory 300 MiB" (log-text p))
      (check-equal? (http-response-status (get p "/")) 200))))
 
-(test-case "a crash loop backs off; a reload to broken code fails and the old generation serves"
+(test-case "a reload to broken code fails and the old generation serves; a crash loop backs off (--no-preload)"
+  ;; each worker loads the app file itself: a replacement loads the broken file
   (call-with-pool
-   '("--workers" "1")
+   '("--workers" "1" "--no-preload")
    #:ready 1
    (λ (p)
      (display-to-file "#lang racket/base\n(error 'app \"broken at load\")\n" (pool-app p) #:exists 'truncate)
@@ -496,6 +497,29 @@
      (define-values (r2 out2 err2) (run-program* raco (list "fastcgi" "ctl" "reload" "--pid-file" (pool-pid-file p) "--timeout" "40")))
      (check-equal? r2 0 err2)
      (wait-until 10 "serving again" (λ () (pair? (ready-pids p))))
+     (check-regexp-match #rx"^v3 " (body-of (get p "/"))))))
+
+(test-case "preloaded: after a reload to broken code failed, a killed worker is forked from the serving image"
+  ;; the serving generation's loader holds the code it loaded: a replacement serves it,
+  ;; whatever the file now says; the file's code takes effect at the next good reload
+  (call-with-pool
+   '("--workers" "1")
+   #:ready 1
+   (λ (p)
+     (check-equal? (hash-ref (board p) 'preload) "forked")
+     (display-to-file "#lang racket/base\n(error 'app \"broken at load\")\n" (pool-app p) #:exists 'truncate)
+     (define-values (r rout rerr) (run-program* raco (list "fastcgi" "ctl" "reload" "--pid-file" (pool-pid-file p) "--timeout" "30")))
+     (check-equal? r 1 "ctl reload reports the failure")
+     (check-regexp-match #rx"reload failed: cannot load .*broken at load" rerr)
+     (define before (ready-pids p))
+     (send-signal! (car before) SIGKILL)
+     (wait-until 10 "a replacement ready" (λ () (and (pair? (ready-pids p)) (not (equal? (ready-pids p) before)))))
+     (check-regexp-match #rx"^v1 " (body-of (get p "/")) "the serving generation's code")
+     (check-equal? (hash-ref (board p) 'start_failures) 0)
+     (check-true (andmap (λ (w) (hash-ref w 'forked #f)) (board-workers p)) "forked")
+     (display-to-file (app-source "v3") (pool-app p) #:exists 'truncate)
+     (define-values (r2 out2 err2) (run-program* raco (list "fastcgi" "ctl" "reload" "--pid-file" (pool-pid-file p) "--timeout" "40")))
+     (check-equal? r2 0 err2)
      (check-regexp-match #rx"^v3 " (body-of (get p "/"))))))
 
 (test-case "spawned by lighttpd (bin-path, fd 0): the manager runs its pool on lighttpd's socket"

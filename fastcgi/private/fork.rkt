@@ -48,9 +48,9 @@
 ;; address : string -> integer ; a libc function's address, for Chez's foreign-procedure
 (define (address name) (cast (ffi-obj-ref name #f) _pointer _intptr))
 
-;; fork-child! : -> (values integer integer)
-;; In the caller: the new worker's pid (or a negative number: no child was made) and 0.
-;; In the worker: 0 and the pid of its first parent (the intermediate, gone or going).
+;; fork-child! : -> integer
+;; In the caller: the new worker's pid (or a negative number: no child was made). In the
+;; worker: 0.
 ;; Chez Scheme code with interrupts off from the first fork to the intermediate's exit:
 ;; no collection and no thread switch runs in the intermediate. The intermediate passes
 ;; the worker's pid back through a pipe, having put the worker in a process group of its
@@ -64,7 +64,6 @@
           [read (foreign-procedure ,(address "read") (int uptr size_t) ssize_t)]
           [close (foreign-procedure ,(address "close") (int) int)]
           [setpgid (foreign-procedure ,(address "setpgid") (int int) int)]
-          [getppid (foreign-procedure ,(address "getppid") () int)]
           [waitpid (foreign-procedure ,(address "waitpid") (int uptr int) int)]
           [buf (foreign-alloc 16)])
       ;; again : (-> integer) -> integer ; a call retried while it fails (EINTR), 1000 times at most
@@ -75,43 +74,42 @@
       (lambda ()
         (with-interrupts-disabled
          (if (< (pipe2 buf ,O_CLOEXEC) 0)
-             (values -1 0)
+             -1
              (let ([r (foreign-ref 'int buf 0)] [w (foreign-ref 'int buf 4)])
                (let ([p (fork)])
                  (cond
-                   [(< p 0) (close r) (close w) (values -1 0)]
+                   [(< p 0) (close r) (close w) -1]
                    [(= p 0)
                     ;; the intermediate
                     (let ([q (fork)])
                       (cond
                         [(= q 0)
-                         (let ([first-parent (getppid)])
-                           (close r)
-                           (close w)
-                           (setpgid 0 0)
-                           (values 0 first-parent))]
+                         (close r)
+                         (close w)
+                         (setpgid 0 0)
+                         0]
                         [else
                          (when (> q 0) (setpgid q q))
                          (foreign-set! 'int buf 8 q)
                          (write w (+ buf 8) 4)
                          (exit 0)
-                         (values -1 0)]))]
+                         -1]))]
                    [else
                     (close w)
                     (foreign-set! 'int buf 8 -1)
                     (again (lambda () (read r (+ buf 8) 4)))
                     (close r)
                     (again (lambda () (waitpid p 0 0)))
-                    (values (foreign-ref 'int buf 8) 0)])))))))))
+                    (foreign-ref 'int buf 8)])))))))))
 
 ;; await-new-parent! : natural real -> boolean
-;; In a worker just forked: waits until its first parent has exited (it was re-parented),
-;; for at most timeout seconds; #f when that did not happen.
-(define (await-new-parent! first-parent timeout)
+;; In a worker just forked: waits until the manager (parent) is its parent (its
+;; intermediate has exited), for at most timeout seconds; #f when that did not happen.
+(define (await-new-parent! parent timeout)
   (define deadline (+ (current-inexact-monotonic-milliseconds) (* 1000 timeout)))
   (let loop ()
     (cond
-      [(not (= (c-getppid) first-parent)) #t]
+      [(= (c-getppid) parent) #t]
       [(> (current-inexact-monotonic-milliseconds) deadline) #f]
       [else (sleep 0.001) (loop)])))
 

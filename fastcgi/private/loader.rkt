@@ -100,9 +100,9 @@
        (flush-logging)
        (flush-output (current-output-port))
        (flush-output (current-error-port))
-       (define-values (pid first-parent) (fork-child!))
+       (define pid (fork-child!))
        (cond
-         [(zero? pid) (become-worker! cfg id first-parent in out)]
+         [(zero? pid) (become-worker! cfg id in out)]
          [else
           (when (negative? pid) (log-fastcgi-error "loader: fork failed"))
           (report! "forked ~a ~a" id pid)
@@ -112,17 +112,17 @@
 (define (read-line-evt* in)
   (wrap-evt in (λ (_) (read-line in 'linefeed))))
 
-;; become-worker! : serve-config natural natural input-port output-port -> none
+;; become-worker! : serve-config natural input-port output-port -> none
 ;; In the forked process: what it shares with the loader and its siblings is made its
 ;; own, then it serves as worker id.
-(define (become-worker! cfg id first-parent in out)
+(define (become-worker! cfg id in out)
   (fresh-runtime-descriptors!)
   (close-input-port in)
   (close-output-port out)
   (reseed-random!)
   (set-process-name! "fastcgi-worker")
   ;; the manager is its parent once the intermediate exited (fork.rkt)
-  (unless (await-new-parent! first-parent 10)
+  (unless (await-new-parent! (serve-config-master-pid cfg) 10)
     (log-fastcgi-fatal "forked worker ~a: not re-parented to the manager" id)
     (flush-logging)
     (exit 3))

@@ -22,12 +22,11 @@
 
 ;; running-loaders : manager -> (listof loader) ; those whose exit is still to be seen
 (define (running-loaders m)
-  (for/list ([ld (in-hash-values (manager-loaders m))]
-             #:when (eq? (subprocess-status (loader-sp ld)) 'running))
-    ld))
+  (for/list ([ld (in-hash-values (manager-loaders m))] #:unless (loader-exited? ld)) ld))
 
 ;; loader-exited! : manager loader -> void
 (define (loader-exited! m ld)
+  (set-loader-exited?! ld #t)
   (await-reports! m (λ () (or (not (loader-control ld)) (loader-reports-done? ld))))
   (when (loader-control ld) (with-handlers ([exn:fail? void]) (close-output-port (loader-control ld))))
   (define g (loader-gen ld))

@@ -142,9 +142,11 @@
                               (default serve-config-max-requests-jitter)))
                 "n"))
     (list '("--max-memory") (λ (_ size) (put! 'max-memory (size-arg "--max-memory" size)))
-          '("Replace a worker whose resident memory passes SIZE, e.g. 512m (default: never)" "size"))
+          '(("Replace a worker whose private memory (resident memory less what it shares with"
+             "the other workers) passes SIZE, e.g. 512m (default: never)")
+            "size"))
     (list '("--max-memory-hard") (λ (_ size) (put! 'max-memory-hard (size-arg "--max-memory-hard" size)))
-          '(("Stop a worker whose resident memory passes SIZE at once, without waiting for its"
+          '(("Stop a worker whose private memory passes SIZE at once, without waiting for its"
              "requests: SIGTERM, then SIGKILL 1 s later (default: 2 x --max-memory)")
             "size"))
     (list '("--graceful-timeout") (λ (_ secs) (put! 'graceful-timeout (seconds-arg "--graceful-timeout" secs)))
