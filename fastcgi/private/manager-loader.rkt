@@ -2,9 +2,10 @@
 ;; The loaders' exits and deadlines, seen by the manager (manager.rkt). A generation's
 ;; loader (loader.rkt) that exits after it said the app does not load fails the start (the
 ;; manager gives up) or the reload (the old generation goes on serving), as a worker that
-;; cannot start does. One that dies once it served is replaced by a new one for its
-;; generation, at once; when that happens again within crash-window-ms, the generation's
-;; workers are started as processes of their own from then on (serving goes on either way).
+;; cannot start does. One that dies once it loaded is replaced by a new one for its
+;; generation, at once; when max-deaths loaders of a generation in a row die within
+;; crash-window-ms of their start, the generation's workers are started as processes of
+;; their own from then on. The workers serve on either way.
 (require "child-process.rkt"
          "clock.rkt"
          "config.rkt"
@@ -15,6 +16,8 @@
          "manager-state.rkt"
          "manager-workers.rkt"
          "signals.rkt")
+(define max-deaths 3)
+
 (provide loader-exited!
          watch-loaders!
          stop-loaders!
@@ -40,17 +43,22 @@
      (load-failed! m ld (or (loader-failure ld)
                             (format "loader ~a exited before the app loaded (~a)" (loader-pid ld) status)))]
     [(not (wanted-generation? m g)) (stop-loader! m g)]
-    [(and (eq? state 'ready) (> (- now (loader-started-ms ld)) crash-window-ms))
-     (log-fastcgi-warning "loader ~a of generation ~a exited (~a): a new one loads it" (loader-pid ld) g status)
-     (total-add! m 'loader_restarts 1)
-     (start-loader! m g)]
     [else
-     (log-fastcgi-error "loader ~a of generation ~a exited (~a) soon after it started: its workers start as processes of their own"
-                        (loader-pid ld) g status)
-     (set-loader-state! ld 'off)
-     (define n (loader-wanted ld))
-     (set-loader-wanted! ld 0)
-     (for ([_ (in-range n)]) (spawn! m g))]))
+     (define deaths (if (< (- now (loader-started-ms ld)) crash-window-ms) (add1 (loader-deaths ld)) 0))
+     (cond
+       [(< deaths max-deaths)
+        (log-fastcgi-warning "loader ~a of generation ~a exited (~a): a new one loads it" (loader-pid ld) g status)
+        (total-add! m 'loader_restarts 1)
+        (define new (start-loader! m g))
+        (set-loader-deaths! new deaths)
+        (set-loader-wanted! new (loader-wanted ld))]
+       [else
+        (log-fastcgi-error "loader ~a of generation ~a exited (~a), the ~ath in a row soon after it started: its workers start as processes of their own"
+                           (loader-pid ld) g status deaths)
+        (set-loader-state! ld 'off)
+        (define n (loader-wanted ld))
+        (set-loader-wanted! ld 0)
+        (for ([_ (in-range n)]) (spawn! m g))])]))
 
 ;; load-failed! : manager loader string -> void
 ;; The app does not load in generation g: the start fails (no worker was ever ready), or

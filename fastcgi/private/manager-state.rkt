@@ -72,16 +72,17 @@
 ;; of its control connection, once it said hello. wanted: workers asked of it while it
 ;; loads, forked when it is ready. image: its heap once static (bytes), or #f. failure:
 ;; why the app does not load, as it said. reports-done?: its control connection ended.
-;; rss: its resident memory as last read. exited?: the manager has seen it exit.
+;; rss: its resident memory as last read. exited?: the manager has seen it exit. deaths:
+;; how many loaders of its generation died in a row soon after they started, before it.
 (struct loader (gen sp pid started-ms
                     [state #:mutable] [control #:mutable] [wanted #:mutable] [image #:mutable]
                     [failure #:mutable] [reports-done? #:mutable] [rss #:mutable]
-                    [exited? #:mutable])
+                    [exited? #:mutable] [deaths #:mutable])
   #:transparent)
 
 ;; make-loader : #:generation natural #:process subprocess #:now flonum -> loader
 (define (make-loader #:generation gen #:process sp #:now now)
-  (loader gen sp (subprocess-pid sp) now 'loading #f 0 #f #f #f #f #f))
+  (loader gen sp (subprocess-pid sp) now 'loading #f 0 #f #f #f #f #f 0))
 
 ;; read-memory! : worker flonum -> void
 ;; Its resident memory, its shared part (read every shared-every-ms: costly) and its

@@ -118,6 +118,7 @@
 (define (worker-board w now)
   (with-metrics
    (hasheq 'pid (worker-pid w)
+          'id (worker-id w)
           'state (symbol->string
                   (cond
                     [(worker-late w) 'late]

@@ -433,8 +433,9 @@ lists a command's options.
 
 Serves @italic{app-file} (@secref["apps"]) as a FastCGI application. By default it runs
 a @deftech{manager}: a process that opens the listening socket, starts worker processes
-that each load the app and accept connections on that one socket, and keeps the pool
-running (@secref["manager"]). The default pool is @DFlag{pm} @tt{static} with one worker
+that accept connections on that one socket, and keeps the pool running
+(@secref["manager"]). By default the app is loaded once, by a loader process, and the
+workers are forked from it, so that they share what it loaded (@secref["preload"]). The default pool is @DFlag{pm} @tt{static} with one worker
 per core; the first log line says what was chosen, for example
 @tt{listening on unix:/run/app.sock (manager of /srv/app.rkt; pm static, 2 workers)}.
 With @DFlag{single-process} the app is served in this one process instead, with no
@@ -488,17 +489,31 @@ The options, grouped and described as @DFlag{help} prints them, then notes:
        when it starts, so that workers started together are not replaced together (default 0)''
        (@secref["recycle"]). Without @DFlag{max-requests}, any @nonterm{n} but 0 is an error.}
  @item{@DFlag{max-memory} @nonterm{size} ---
-       ``Replace a worker whose resident memory passes SIZE, e.g. 512m (default: never)''}
+       ``Replace a worker whose private memory (resident memory less what it shares with
+       the other workers) passes SIZE, e.g. 512m (default: never)''
+       (@secref["recycle"]; how private memory is read: @secref["preload-memory"]).}
  @item{@DFlag{max-memory-hard} @nonterm{size} ---
-       ``Stop a worker whose resident memory passes SIZE at once, without waiting for its
+       ``Stop a worker whose private memory passes SIZE at once, without waiting for its
        requests: SIGTERM, then SIGKILL 1 s later (default: 2 x --max-memory)''
        (@secref["recycle"]). It may not be below @DFlag{max-memory}.}
  @item{@DFlag{graceful-timeout} @nonterm{secs} ---
        ``Seconds to finish in-flight requests on stop and reload (default 30)''}
  @item{@DFlag{start-timeout} @nonterm{secs} ---
-       ``Seconds a new worker may take to load the app (default 60)''}
+       ``Seconds a new worker may take to load the app (default 60)''
+       @linebreak[]
+       A generation's loader has as long to load it (@secref["preload"]).}
  @item{@DFlag{pid-file} @nonterm{file} ---
        ``Write the manager's pid here (and the status to FILE.status.json)''}
+ @item{@DFlag{preload} ---
+       ``Load the app once per generation and fork the workers from it even when loading it
+       leaves what a fork cannot share (open files, sockets); each such thing is logged''
+       (@secref["preload"]).}
+ @item{@DFlag{no-preload} ---
+       ``Each worker loads the app itself (default: the app is loaded once per generation
+       and the workers are forked from it, unless loading it leaves what a fork cannot
+       share)''
+       @linebreak[]
+       Of @DFlag{preload} and @DFlag{no-preload}, the one given last applies.}
  @item{@DFlag{single-process} ---
        ``No manager: serve in this one process (the pm options do not apply)''
        @linebreak[]
@@ -734,12 +749,15 @@ runs a manager process and several @deftech{worker} processes, as php-fpm does:
 
 @itemlist[
  @item{The manager opens the listening socket (or takes the one it inherited, @secref["spawned"])
-       and starts each worker with that socket as its standard input, fd 0, which is the
-       FastCGI convention. Every worker accepts connections there; the kernel hands each
+       and starts each generation's loader (@secref["preload"]), or each worker that loads
+       the app itself, with that socket as its standard input, fd 0, which is the
+       FastCGI convention; a worker forked from a loader inherits it there. Every worker
+       accepts connections there; the kernel hands each
        connection to one of them. The manager never closes the socket while it runs, so
        no connection is refused while workers come and go.}
- @item{The manager never parses FastCGI and never loads the application; a worker does
-       both. A broken or crashing app cannot take the manager down.}
+ @item{The manager never parses FastCGI and never loads the application: a loader loads
+       it, and a worker serves it (one that is not forked loads it too). A broken or
+       crashing app cannot take the manager down.}
  @item{Each worker reports to the manager over the manager's private control socket (no
        file; only processes of the manager's user may connect: @secref["operations"]):
        that it is ready, then its counters (requests handed to the app, requests
@@ -747,7 +765,8 @@ runs a manager process and several @deftech{worker} processes, as php-fpm does:
        After a second with nothing changed and nothing in flight, a worker waits for its
        next request before it looks again (an idle worker wakes 4 times a second), so
        connections accepted meanwhile are counted with that request.
-       The manager reads each worker's resident memory from @filepath{/proc} once a second.}
+       The manager reads each worker's memory from @filepath{/proc} once a second
+       (@secref["preload-memory"]).}
  @item{A worker stops when the manager goes away: it gets SIGTERM from the kernel when its
        parent dies (@tt{PR_SET_PDEATHSIG}), and it also stops when the report socket closes.}
 ]
@@ -758,12 +777,17 @@ into one configuration struct, defined with every option's default in
 back there; it holds no secret (the secret and the relay key come over the control
 socket). @filepath{manager.rkt} is the manager's loop; its pieces each take the pool's
 state (@filepath{manager-state.rkt}): @filepath{manager-workers.rkt} starts and stops
-single workers as the process manager (@filepath{pm.rkt}) asks,
-@filepath{manager-reports.rkt} applies the workers' reports, @filepath{manager-exits.rkt}
-a worker's exit, @filepath{manager-reload.rkt} reloads, @filepath{manager-watch.rkt} is the
-tick (deadlines, the watchdog, memory), @filepath{manager-status.rkt} the status board
-and files, and @filepath{manager-notify.rkt} what it tells systemd (@secref["systemd"];
-@filepath{sd-notify.rkt} is the notify socket).
+single workers as the process manager (@filepath{pm.rkt}) asks (spawned, or forked by
+a generation's loader), @filepath{manager-reports.rkt} applies the workers' and the
+loaders' reports, @filepath{manager-exits.rkt} a worker's exit,
+@filepath{manager-loader.rkt} a loader's exit and deadline, @filepath{manager-reload.rkt}
+reloads, @filepath{manager-watch.rkt} is the tick (deadlines, the watchdog, memory),
+@filepath{manager-status.rkt} the status board and files, and
+@filepath{manager-notify.rkt} what it tells systemd (@secref["systemd"];
+@filepath{sd-notify.rkt} is the notify socket). A loader is @filepath{loader.rkt} (run by
+@filepath{loader-main.rkt}); @filepath{fork.rkt} forks a worker from it and checks what a
+fork cannot share; @filepath{child-process.rkt} is the manager's handle on a worker,
+spawned or forked (the subreaper, the pidfd, memory read from @filepath{/proc}).
 
 @subsection[#:tag "memory"]{What each process holds}
 
@@ -773,13 +797,167 @@ only what they use: @exec{raco fastcgi serve} first replaces raco's process (whi
 loaded the @exec{raco} commands of every installed collection) with a fresh
 @exec{racket .../cli-run.rkt serve ...}: the same process and pid, so a pid file, systemd's
 @tt{LISTEN_PID} and the parent that waits for it see no difference. The manager then loads
-neither the application nor web-server, and neither it nor a raw worker loads
-@racketmodname[racket/contract], the @racketmodname[json] and @racketmodname[xml]
+neither the application nor web-server, and neither it nor a raw app's loader and workers
+load @racketmodname[racket/contract], the @racketmodname[json] and @racketmodname[xml]
 collections or @racketmodname[racket/lazy-require]: the server writes its JSON and its
 status page itself, and @racketmodname[fastcgi] checks its arguments as the contracts in
-this manual say, without the contract system. A servlet worker loads web-server. @filepath{bench/memory.rkt}
+this manual say, without the contract system.
+
+The app, and for a servlet web-server, is loaded once per generation, by the
+generation's loader, and the workers forked from it share what it loaded
+(@secref["preload"]): what a worker holds of its own is what it allocates once forked
+(its servlet and sessions, its connections and requests, what the app keeps per
+process) and the pages of the loaded image it writes to. A worker that loads the app
+itself (@DFlag{no-preload}, or an app that leaves at load what a fork cannot share) holds
+all of it alone; a servlet worker then loads web-server. @filepath{bench/memory.rkt}
 (part of @exec{make bench}) measures each process's proportional set size beside php-fpm's
 and the C responder's; @filepath{bench/RESULTS.md} has the figures.
+
+@subsection[#:tag "preload"]{Preloading: workers forked from one loaded app}
+
+By default, @exec{raco fastcgi serve} loads the app once per generation (at start, and
+again at each reload) in a @deftech{loader}: a process, named @tt{fastcgi-loader} in
+@exec{ps -o comm} and @exec{top}, that loads the app's module and, for a servlet,
+web-server and the server's own servlet modules; then makes its heap static: a full
+collection, after which every live object moves to Chez Scheme's static generation, which
+is never collected again, so that no collection ever copies those objects and their pages
+stay shared, copy-on-write, with every process forked afterwards. The manager then asks
+it, over its control connection, to fork each of the generation's workers (named
+@tt{fastcgi-worker}): at start, to replace a worker that died, to replace one that is
+recycled (@DFlag{max-requests}, @DFlag{max-memory}), and when @DFlag{pm} @tt{dynamic} or
+@tt{ondemand} adds one. A forked worker has the app loaded already; it makes only what
+each worker makes for itself (its servlet and continuation manager, its log files, its
+sockets). The log says when a generation has loaded:
+
+@verbatim|{2026-11-27T11:17:34 info [16641] fastcgi: generation 1 loaded once by loader 16643 (a heap of 110 MiB, shared): forking its workers}|
+
+The workers share the loaded image: a page stays shared until a process writes to it
+(a module-level value that a worker changes costs that worker a copy of its page), and
+what a worker allocates once forked is its own. For @filepath{examples/guess.rkt}, a
+servlet, a forked worker's private memory was about 12 MiB after a few requests, where
+a worker that loads the app itself holds about 190 MiB of its own; @filepath{bench/RESULTS.md}
+has the figures of @exec{make bench}.
+
+@bold{After the fork, each worker is a process of its own.} The runtime's @tt{epoll} set
+and its wake-up pipe, which the fork leaves shared with the loader and the other workers,
+are replaced by fresh ones; the pseudo-random generator (the current one,
+@racket[current-pseudo-random-generator]) is reseeded from @filepath{/dev/urandom}, so
+that two workers never draw the same @racket[random] sequence; the worker opens its own
+control connection to the manager and starts its own heartbeat, event loop and log files,
+and its log lines carry its own pid. The fork goes through an intermediate process that
+exits at once, so that the worker becomes the manager's child (the manager is a child
+subreaper, @tt{PR_SET_CHILD_SUBREAPER}), in a process group of its own; the manager
+watches it through a pidfd and collects its exit status. The manager supervises a forked
+worker exactly as any other: its exit or SIGKILL, recycling, @DFlag{max-memory}, the
+heartbeat and the watchdog, reloads, the session drain, the status (where its
+@tt{forked} is @racket[#t]). A forked worker's command line, as @exec{ps -o args} shows
+it, is its loader's (a fork copies it); its name is @tt{fastcgi-worker}. A worker that
+loads the app itself is named @tt{racket}, with @tt{-N fastcgi-worker} on its command line.
+
+@bold{What the fork copies.} Everything the app made while it loaded is copied into every
+worker, which then has its own copy:
+@itemlist[
+ @item{Module-level state (a counter, a cache, a list of posts): each worker starts with
+       the value the loader had and then changes only its own, as the requests it serves
+       change it (per worker, as always: @secref["continuations"]).}
+ @item{Green threads the app starts at load (a @racket[thread] at module level) run in
+       every worker, and in the loader too: a thread started at load that writes a line
+       to the log each minute writes it once from the loader and once from each worker.
+       Start per-process work lazily, on a worker's first request (a promise the handler
+       forces), not at load.}
+ @item{A pseudo-random generator that the app makes itself at load
+       (@racket[make-pseudo-random-generator]) is copied as it is, and only the current
+       one is reseeded: every worker would draw the same sequence from it. Make it, or
+       seed it, on the first request.}
+]
+
+@bold{What a fork cannot share.} Once the app has loaded, the loader checks what it
+holds: descriptors besides 0, 1 and 2, its own control connection and the runtime's own
+(a file, a socket or a pipe the app opened at load: a database connection made at module
+level), OS threads besides the main one (places, futures, or the runtime's own thread
+that waits for subprocesses, once one has run), and child processes. When it finds any,
+it does not fork: the manager logs one warning line, such as
+
+@verbatim|{2026-11-27T11:18:09 warning [16948] fastcgi: generation 1: loading the app left what a fork cannot share (descriptor 7 open on /srv/app/data.log): each worker loads the app itself}|
+
+and starts that generation's workers as processes of their own, each loading the app, as
+with @DFlag{no-preload}; the status shows @tt{preload} @tt{unsafe}. Each generation's
+loader checks again: after a reload of an app that opens such things on its first
+request instead, the workers are forked.
+
+@bold{The options.} @DFlag{preload} forks all the same, and logs what it found
+(@tt{generation 1: --preload: forking all the same, though loading the app left what a
+fork cannot share: ...}): the loader and every worker then share those descriptors (one
+file offset, one connection: queries that several workers send on one database
+connection at once get mixed up), the workers have none of the loader's other OS threads
+(a fork copies only the thread that forks), and its child processes stay its own. It suits
+what is harmless to share, such as a file opened for appending. @DFlag{no-preload} never
+preloads: each worker loads the app itself (the status shows @tt{preload} @tt{off}).
+@DFlag{single-process} and @DFlag{check} load the app in their one process, and so does
+@exec{raco fastcgi dev}. A manager that cannot make itself the subreaper (the kernel
+refuses) logs @tt{cannot become the subreaper of the workers: each worker loads the app
+itself} and runs as with @DFlag{no-preload}.
+
+@bold{The loader's life.} A loader serves no request: it holds the listening socket as
+fd 0, which the workers it forks inherit, and never accepts on it.
+@itemlist[
+ @item{A loader that cannot load the app (it raises, it provides no handler, it calls
+       @racket[exit]) fails the start as a worker that cannot load it does
+       (@secref["fail-fast"]: @exec{serve} exits with status 1), or the reload
+       (@exec{raco fastcgi ctl reload} exits 1; the old generation goes on serving:
+       @secref["signals"]). One that has not loaded it within @DFlag{start-timeout}
+       seconds is killed, with the same outcome.}
+ @item{A loader that dies (killed) after it had been up more than 10 seconds is replaced
+       at once: the manager logs @tt{loader 4242 of generation 1 exited (killed by
+       SIGKILL): a new one loads it}, counts it in @tt{loader_restarts} and starts a new
+       loader for that generation, which loads the app file as it is then. The workers
+       already running are not touched, and serving goes on; the workers asked for
+       meanwhile are forked once the new loader has loaded.}
+ @item{A loader that dies within 10 seconds of its start: from then on the generation's
+       workers are started as processes of their own, each loading the app (an error
+       line says so; the status shows @tt{preload} @tt{fallback}).}
+ @item{A loader that does not answer a fork within 5 seconds is killed, and that worker
+       is started as a process of its own.}
+ @item{At a reload, the old generation's loader stops once the new generation serves; at
+       a stop, the loaders stop first (they hold the listening socket too). A loader also
+       stops when the manager dies.}
+]
+
+@subsubsection[#:tag "preload-memory"]{Reading memory: resident, shared, private}
+
+The status (@secref["status"]) shows three figures for each worker:
+@itemlist[
+ @item{@tt{memory}: its resident memory (RSS, @tt{VmRSS} of @filepath{/proc/PID/status}),
+       every page it maps that is in memory, shared or not;}
+ @item{@tt{shared_memory}: the part of it that other processes map too (@tt{Shared_Clean}
+       plus @tt{Shared_Dirty} of @filepath{/proc/PID/smaps_rollup}): for a forked worker,
+       mostly the loaded image;}
+ @item{@tt{private_memory}: resident memory less the shared part, what the worker holds
+       alone and its exit would free. @DFlag{max-memory} and @DFlag{max-memory-hard}
+       compare this figure, for every worker, forked or not.}
+]
+A sum of the workers' resident memory counts the shared image once for each worker. What
+a pool costs is the sum of each process's proportional set size (PSS, where a page that
+k processes share counts 1/k in each), which @filepath{bench/memory.rkt} reports; it is
+about the loader's resident memory (@tt{image_memory}) plus each worker's private memory
+plus the manager's.
+
+Resident memory is cheap to read, and is read once a second (with @DFlag{max-memory} or
+@DFlag{max-memory-hard}, 4 times a second). The shared part is not: the kernel walks every
+page to answer @filepath{smaps_rollup} (milliseconds for a servlet worker), so it is read
+for each worker at most every 5 seconds; in between, private memory is resident memory
+now less the shared part last read. Pages shared at the fork only ever become private, so
+this never overstates private memory: memory a worker allocates counts at once, and pages
+it stops sharing count within 5 seconds.
+
+A page is shared while another process maps it. A worker whose loader and fellow workers
+have all exited shares its image with no one, and its private memory is then about its
+whole resident memory: so it is for the last worker of an old generation still serving
+its sessions after a reload (its loader stopped when the new generation began to serve),
+and for the last worker forked from a loader that has been replaced. @DFlag{max-memory}
+recycles only a worker that serves, but the hard ceiling applies to a draining worker
+too: a @DFlag{max-memory-hard} below the image's size (@tt{image_memory}) stops such a
+worker, and its sessions end with it.
 
 @subsection[#:tag "pm"]{Process managers}
 

@@ -58,7 +58,7 @@
     (for/or ([w (in-list (hash-ref st 'workers '()))])
       (and (equal? (hash-ref w 'state #f) "draining")
            (or (not sessions?) (positive? (hash-ref w 'sessions 0)))
-           (eqv? owner (worker-number (hash-ref w 'pid))))))
+           (eqv? owner (hash-ref w 'id #f)))))
 
   ;; wait-for-draining-owner : server natural string (hash -> any) -> void
   ;; Until the status shows the owner draining (and more, by ready?); then, within 5 s
@@ -123,7 +123,7 @@
                       (or (and b (draining-owner? b owner #:sessions? #f))
                           (begin
                             (when (and b (for/or ([w (in-list (hash-ref b 'workers '()))])
-                                           (and (eqv? owner (worker-number (hash-ref w 'pid)))
+                                           (and (eqv? owner (hash-ref w 'id #f))
                                                 (< (hash-ref w 'requests 0) 5))))
                               (check-equal? (page-status (browse (fronts-close f) "/")) 200))
                             (sleep 0.1)

@@ -24,7 +24,6 @@
          elapsed
          read-board
          manager-pid
-         worker-number
          owner-pid
          c-kill
          SIGHUP
@@ -94,18 +93,11 @@
 ;; manager-pid : server -> natural
 (define (manager-pid s) (string->number (string-trim (file->string (server-pid-file s)))))
 
-;; worker-number : natural -> (or/c natural #f) ; the id the manager gave a worker process
-(define (worker-number pid)
-  (define cmdline (with-handlers ([exn:fail? (λ (e) #f)])
-                    (file->bytes (format "/proc/~a/cmdline" pid))))
-  (define m (and cmdline (regexp-match #rx#"\\(worker-id \\. ([0-9]+)\\)" cmdline)))
-  (and m (string->number (bytes->string/latin-1 (cadr m)))))
-
 ;; owner-pid : server string -> (or/c natural #f) ; the worker holding href's continuation
 (define (owner-pid s href)
   (define n (continuation-owner href))
   (for/first ([w (in-list (hash-ref (read-board s) 'workers '()))]
-              #:when (eqv? n (worker-number (hash-ref w 'pid))))
+              #:when (eqv? n (hash-ref w 'id #f)))
     (hash-ref w 'pid)))
 
 (define c-kill (get-ffi-obj "kill" #f (_fun _int _int -> _int)))
