@@ -60,6 +60,12 @@
     (define f (if (cadr row) (app-file (car row) (cadr row)) (build-path dir (car row))))
     (check-regexp-match (caddr row) (load-error f) (car row))))
 
+(test-case "an app that raises at load and exports nothing: its own error, not 'provides neither'"
+  ;; (dynamic-require with a failure thunk does not run a module for a name it lacks)
+  (for ([load (list (λ (f) (load-app f default-limits)) preload-app)] [name '("raises.rkt" "raises2.rkt")])
+    (define f (app-file name "#lang racket/base\n(error 'app \"broken at load\")\n"))
+    (check-exn #rx"^app: broken at load$" (λ () (load f)))))
+
 (test-case "servlet settings: serve/servlet's defaults; a secret given lasts"
   (define d default-servlet-settings)
   (check-equal? (list (servlet-settings-worker-id d) (servlet-settings-memory d) (servlet-settings-timeout d)

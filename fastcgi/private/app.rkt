@@ -79,6 +79,9 @@
     (raise-user-error 'raco-fastcgi
                       "~a is written in #lang web-server/insta, which starts an HTTP server of its own: replace its first line with `#lang racket` followed by `(require web-server/servlet) (provide start)`, as web-server's tutorial says for leaving DrRacket"
                       file))
+  ;; instantiated first: with a failure thunk, dynamic-require of a name the module does
+  ;; not export would not run it, and an error it raises at load would go unseen
+  (dynamic-require path #f)
   (define start (dynamic-require path 'start (λ () #f)))
   (define version (dynamic-require path 'interface-version (λ () #f)))
   (define raw (dynamic-require path 'fastcgi-handler (λ () #f)))
