@@ -28,7 +28,8 @@
          reseed-random!
          fork-hazards
          runtime-descriptors
-         set-process-name!)
+         set-process-name!
+         move-descriptor!)
 
 (define-libc c-epoll-create1 "epoll_create1" _int -> _int)
 (define-libc c-pipe2 "pipe2" _bytes _int -> _int)
@@ -209,6 +210,12 @@
   (c-close new)
   (c-fcntl old F_SETFD fd-flags)
   (c-fcntl old F_SETFL fl-flags)
+  (void))
+
+;; move-descriptor! : fd fd -> void ; from takes to's number (dup2), and from is closed
+(define (move-descriptor! from to)
+  (when (negative? (c-dup2 from to)) (error 'fork "dup2 failed (errno ~a)" (saved-errno)))
+  (c-close from)
   (void))
 
 ;; reseed-random! : -> void

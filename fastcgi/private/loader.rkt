@@ -1,8 +1,9 @@
 #lang racket/base
 ;; The loader of a generation (`serve`, preloading): a process that loads the app once,
 ;; makes its heap static and then forks the generation's workers on the manager's
-;; request, so that they share the loaded image (fork.rkt). It has the listening socket
-;; as fd 0, which every worker it forks inherits; it never accepts on it.
+;; request, so that they share the loaded image (fork.rkt). It is given the listening
+;; socket as fd 0 and keeps it on a close-on-exec descriptor, which every worker it forks
+;; inherits (and puts back on its fd 0); it never accepts on it.
 ;;
 ;; It talks to the manager on its own control connection (control.rkt's keys first):
 ;;   loader PID            it is up
@@ -19,7 +20,7 @@
 (require ffi/unsafe/port
          racket/runtime-path
          racket/string
-         (only-in "ffi.rkt" [c-getpid getpid])
+         (only-in "ffi.rkt" [c-getpid getpid] dup-cloexec null-onto!)
          "app.rkt"
          "config.rkt"
          "control.rkt"
@@ -62,6 +63,13 @@
       (flush-output out)
       #t))
   (report! "loader ~a" (getpid))
+  ;; the listening socket (fd 0) leaves the standard descriptors while the app loads, as
+  ;; in a worker: a program the app starts at load does not get it as its standard input
+  (define listen-fd (dup-cloexec 0))
+  (unless (exact-integer? listen-fd)
+    (report! "failed cannot keep the listening socket: errno ~a" (car listen-fd))
+    (exit 3))
+  (null-onto! 0)
   (define kind
     (with-handlers ([(λ (e) #t)
                      (λ (e)
@@ -72,7 +80,7 @@
       (preload-app (serve-config-app cfg))))
   (when (eq? kind 'servlet)
     (for ([m (in-list servlet-modules)]) (dynamic-require m #f)))
-  (define hazards (fork-hazards (list (unsafe-port->file-descriptor in) (unsafe-port->file-descriptor out))))
+  (define hazards (fork-hazards (list listen-fd (unsafe-port->file-descriptor in) (unsafe-port->file-descriptor out))))
   (when (pair? hazards)
     (define what (string-join (map log-escape hazards) "; "))
     (unless (eq? (serve-config-preload cfg) #t)
@@ -82,11 +90,11 @@
     (report! "forced ~a" what))
   (make-heap-static!)
   (report! "loaded ~a" (current-memory-use))
-  (serve-forks cfg in out report!))
+  (serve-forks cfg listen-fd in out report!))
 
-;; serve-forks : serve-config input-port output-port (string any ... -> any) -> none
+;; serve-forks : serve-config fd input-port output-port (string any ... -> any) -> none
 ;; Answers the manager's fork lines until it goes away or SIGTERM comes.
-(define (serve-forks cfg in out report!)
+(define (serve-forks cfg listen-fd in out report!)
   (let loop ()
     (define line (with-handlers ([exn:break? (λ (e) eof)]
                                  [exn:fail? (λ (e) eof)])
@@ -102,7 +110,7 @@
        (flush-output (current-error-port))
        (define pid (fork-child!))
        (cond
-         [(zero? pid) (become-worker! cfg id in out)]
+         [(zero? pid) (become-worker! cfg id listen-fd in out)]
          [else
           (when (negative? pid) (log-fastcgi-error "loader: fork failed"))
           (report! "forked ~a ~a" id pid)
@@ -112,11 +120,13 @@
 (define (read-line-evt* in)
   (wrap-evt in (λ (_) (read-line in 'linefeed))))
 
-;; become-worker! : serve-config natural input-port output-port -> none
+;; become-worker! : serve-config natural fd input-port output-port -> none
 ;; In the forked process: what it shares with the loader and its siblings is made its
-;; own, then it serves as worker id.
-(define (become-worker! cfg id in out)
+;; own, then it serves as worker id, with the listening socket as fd 0 (run-worker takes
+;; it from there, as a spawned worker does).
+(define (become-worker! cfg id listen-fd in out)
   (fresh-runtime-descriptors!)
+  (move-descriptor! listen-fd 0)
   (close-input-port in)
   (close-output-port out)
   (reseed-random!)

@@ -54,6 +54,7 @@
        (for ([x (in-list (serving m reload-gen))]) (drain! m x "reload failed"))
        (stop-loader! m reload-gen)
        (reload-settled! m reason))])
+  (stop-idle-loaders! m)
   (maintain! m))
 
 ;; crashed! : manager worker string flonum -> void

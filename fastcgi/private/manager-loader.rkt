@@ -53,7 +53,7 @@
         (set-loader-deaths! new deaths)
         (set-loader-wanted! new (loader-wanted ld))]
        [else
-        (log-fastcgi-error "loader ~a of generation ~a exited (~a), the ~ath in a row soon after it started: its workers start as processes of their own"
+        (log-fastcgi-error "loader ~a of generation ~a exited (~a) soon after it started (~a in a row): its workers start as processes of their own"
                            (loader-pid ld) g status deaths)
         (set-loader-state! ld 'off)
         (define n (loader-wanted ld))

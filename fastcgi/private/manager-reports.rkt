@@ -191,8 +191,7 @@
      (when (andmap (λ (x) (eq? (worker-state x) 'ready)) (serving m reload-gen))
        (for ([old (in-list (live-workers m))] #:when (< (worker-gen old) reload-gen))
          (retire! m old "reload: replaced by the new generation"))
-       (for ([g (in-list (hash-keys (manager-loaders m)))] #:when (< g reload-gen))
-         (stop-loader! m g))
+       (stop-idle-loaders! m)
        (set-manager-gen! m reload-gen)
        (log-fastcgi-info "reload done: generation ~a serves" reload-gen)
        (reload-settled! m #f))]

@@ -69,8 +69,8 @@
           'uptime (exact-floor (/ (- now start-ms) 1000))
           'generation (manager-gen m)
           'preload (preload-state m)
-          'loader_pid (let ([ld (generation-loader m (manager-gen m))]) (if ld (loader-pid ld) (json-null)))
-          'image_memory (let ([ld (generation-loader m (manager-gen m))]) (or (and ld (loader-rss ld)) (json-null)))
+          'loader_pid (let ([ld (serving-loader m)]) (if ld (loader-pid ld) (json-null)))
+          'image_memory (let ([ld (serving-loader m)]) (or (and ld (loader-rss ld)) (json-null)))
           'loader_restarts (total 'loader_restarts)
           'accepted_connections (total 'accepted_connections worker-connections)
           'requests (total 'requests worker-requests)
@@ -98,6 +98,11 @@
           'last_start_error (or (manager-last-start-error m) (json-null))
           'workers (for/list ([w (in-list ws)]) (worker-board w now)))
    (filter values (cons (hash-ref totals 'metrics #f) (map worker-metrics ws)))))
+
+;; serving-loader : manager -> (or/c loader #f) ; the serving generation's, while it loads or forks
+(define (serving-loader m)
+  (define ld (generation-loader m (manager-gen m)))
+  (and ld (memq (loader-state ld) '(loading ready)) (not (loader-exited? ld)) ld))
 
 ;; preload-state : manager -> string
 ;; How the serving generation's workers start: "off" (--no-preload, each loads the app),

@@ -15,6 +15,7 @@
 (provide spawn!
          start-loader!
          stop-loader!
+         stop-idle-loaders!
          pending-forks
          drain!
          cut!
@@ -102,6 +103,17 @@
     (when (eq? (subprocess-status (loader-sp ld)) 'running)
       (log-fastcgi-debug "stopping loader ~a (generation ~a)" (loader-pid ld) g)
       (send-signal! (loader-pid ld) SIGTERM))))
+
+;; stop-idle-loaders! : manager -> void
+;; The loaders of generations that neither serve nor start and have no live worker left.
+;; One whose old generation still drains stays: its workers share its image with it
+;; (without it, the image's pages become the last worker's own, and count as its private
+;; memory against --max-memory-hard), and it costs nothing beyond them.
+(define (stop-idle-loaders! m)
+  (for ([g (in-list (hash-keys (manager-loaders m)))]
+        #:unless (or (= g (manager-gen m)) (eqv? g (manager-reload-gen m))
+                     (for/or ([w (in-list (live-workers m))]) (= (worker-gen w) g))))
+    (stop-loader! m g)))
 
 ;; fork-worker! : manager loader -> (or/c worker #f)
 ;; Asks the loader to fork a worker, and waits for its answer (a few milliseconds); #f

@@ -142,8 +142,8 @@
                               (default serve-config-max-requests-jitter)))
                 "n"))
     (list '("--max-memory") (λ (_ size) (put! 'max-memory (size-arg "--max-memory" size)))
-          '(("Replace a worker whose private memory (resident memory less what it shares with"
-             "the other workers) passes SIZE, e.g. 512m (default: never)")
+          '(("Replace a worker whose private memory (its resident memory less what it shares"
+             "with other processes, such as the loaded image) passes SIZE, e.g. 512m (default: never)")
             "size"))
     (list '("--max-memory-hard") (λ (_ size) (put! 'max-memory-hard (size-arg "--max-memory-hard" size)))
           '(("Stop a worker whose private memory passes SIZE at once, without waiting for its"
@@ -154,7 +154,7 @@
                         (default serve-config-graceful-timeout))
                 "secs"))
     (list '("--start-timeout") (λ (_ secs) (put! 'start-timeout (seconds-arg "--start-timeout" secs)))
-          (list (format "Seconds a new worker may take to load the app (default ~a)"
+          (list (format "Seconds a new worker, or a generation's loader, may take to load the app (default ~a)"
                         (default serve-config-start-timeout))
                 "secs"))
     (list '("--pid-file") (λ (_ file) (put! 'pid-file (path->string (path->complete-path file))))

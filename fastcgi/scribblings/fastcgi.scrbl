@@ -365,13 +365,14 @@ pinned host is gone, the session gets the expiration page from another host. See
 @bold{From one process to several.} Continuations are routed to their worker, but
 anything else an application keeps in process memory is per worker: a module-level
 variable (a counter, a list of posts, a cache) has one copy in each worker, and each
-worker sees only the changes made by the requests it served. The tutorial's blog with its
-posts in memory (its first iterations) shows different posts depending on the worker
-that answers; with its posts in SQLite (@filepath{model-3.rkt}) every worker sees the
-same. Keep shared state in a database or a file, or serve such an application with
-@DFlag{workers} 1 (one process still serves many requests at once, on green threads;
-a servlet that mostly waits on I/O needs no more), and give it more workers once its
-state is shared.
+worker sees only the changes made by the requests it served (a worker forked from the
+generation's loader starts with the value the loader had: @secref["preload"]). The
+tutorial's blog with its posts in memory (its first iterations) shows different posts
+depending on the worker that answers; with its posts in SQLite (@filepath{model-3.rkt})
+every worker sees the same. Keep shared state in a database or a file, or serve such an
+application with @DFlag{workers} 1 (one process still serves many requests at once, on
+green threads; a servlet that mostly waits on I/O needs no more), and give it more
+workers once its state is shared.
 
 @subsection[#:tag "raw"]{Raw handlers}
 
@@ -489,8 +490,8 @@ The options, grouped and described as @DFlag{help} prints them, then notes:
        when it starts, so that workers started together are not replaced together (default 0)''
        (@secref["recycle"]). Without @DFlag{max-requests}, any @nonterm{n} but 0 is an error.}
  @item{@DFlag{max-memory} @nonterm{size} ---
-       ``Replace a worker whose private memory (resident memory less what it shares with
-       the other workers) passes SIZE, e.g. 512m (default: never)''
+       ``Replace a worker whose private memory (its resident memory less what it shares
+       with other processes, such as the loaded image) passes SIZE, e.g. 512m (default: never)''
        (@secref["recycle"]; how private memory is read: @secref["preload-memory"]).}
  @item{@DFlag{max-memory-hard} @nonterm{size} ---
        ``Stop a worker whose private memory passes SIZE at once, without waiting for its
@@ -499,9 +500,8 @@ The options, grouped and described as @DFlag{help} prints them, then notes:
  @item{@DFlag{graceful-timeout} @nonterm{secs} ---
        ``Seconds to finish in-flight requests on stop and reload (default 30)''}
  @item{@DFlag{start-timeout} @nonterm{secs} ---
-       ``Seconds a new worker may take to load the app (default 60)''
-       @linebreak[]
-       A generation's loader has as long to load it (@secref["preload"]).}
+       ``Seconds a new worker, or a generation's loader, may take to load the app (default 60)''
+       (@secref["preload"]).}
  @item{@DFlag{pid-file} @nonterm{file} ---
        ``Write the manager's pid here (and the status to FILE.status.json)''}
  @item{@DFlag{preload} ---
@@ -850,7 +850,7 @@ subreaper, @tt{PR_SET_CHILD_SUBREAPER}), in a process group of its own; the mana
 watches it through a pidfd and collects its exit status. The manager supervises a forked
 worker exactly as any other: its exit or SIGKILL, recycling, @DFlag{max-memory}, the
 heartbeat and the watchdog, reloads, the session drain, the status (where its
-@tt{forked} is @racket[#t]). A forked worker's command line, as @exec{ps -o args} shows
+@tt{forked} is @tt{true}). A forked worker's command line, as @exec{ps -o args} shows
 it, is its loader's (a fork copies it); its name is @tt{fastcgi-worker}. A worker that
 loads the app itself is named @tt{racket}, with @tt{-N fastcgi-worker} on its command line.
 
@@ -858,8 +858,8 @@ loads the app itself is named @tt{racket}, with @tt{-N fastcgi-worker} on its co
 worker, which then has its own copy:
 @itemlist[
  @item{Module-level state (a counter, a cache, a list of posts): each worker starts with
-       the value the loader had and then changes only its own, as the requests it serves
-       change it (per worker, as always: @secref["continuations"]).}
+       the value it had in the loader at the fork, and then changes only its own copy, as
+       the requests it serves change it (per worker, as always: @secref["continuations"]).}
  @item{Green threads the app starts at load (a @racket[thread] at module level) run in
        every worker, and in the loader too: a thread started at load that writes a line
        to the log each minute writes it once from the loader and once from each worker.
@@ -886,13 +886,15 @@ loader checks again: after a reload of an app that opens such things on its firs
 request instead, the workers are forked.
 
 @bold{The options.} @DFlag{preload} forks all the same, and logs what it found
-(@tt{generation 1: --preload: forking all the same, though loading the app left what a
-fork cannot share: ...}): the loader and every worker then share those descriptors (one
-file offset, one connection: queries that several workers send on one database
-connection at once get mixed up), the workers have none of the loader's other OS threads
-(a fork copies only the thread that forks), and its child processes stay its own. It suits
-what is harmless to share, such as a file opened for appending. @DFlag{no-preload} never
-preloads: each worker loads the app itself (the status shows @tt{preload} @tt{off}).
+(@tt{generation 1: @literal{--preload}: forking all the same, though loading the app
+left what a fork cannot share: ...}): the loader and every worker then share those
+descriptors (one file offset, one connection: queries that several workers send on one
+database connection at once get mixed up), the workers have none of the loader's other
+OS threads (a fork copies only the thread that forks), and its child processes stay its
+own. Use it only for what is harmless to share (a file opened for appending and flushed
+at load, say: a port's unwritten buffer is copied into every worker too).
+@DFlag{no-preload} never preloads: each worker loads the app itself (the status shows
+@tt{preload} @tt{off}).
 @DFlag{single-process} and @DFlag{check} load the app in their one process, and so does
 @exec{raco fastcgi dev}. A manager that cannot make itself the subreaper (the kernel
 refuses) logs @tt{cannot become the subreaper of the workers: each worker loads the app
@@ -902,25 +904,32 @@ itself} and runs as with @DFlag{no-preload}.
 fd 0, which the workers it forks inherit, and never accepts on it.
 @itemlist[
  @item{A loader that cannot load the app (it raises, it provides no handler, it calls
-       @racket[exit]) fails the start as a worker that cannot load it does
-       (@secref["fail-fast"]: @exec{serve} exits with status 1), or the reload
+       @racket[exit], it is killed while it loads) fails the start as a worker that
+       cannot load it does (@secref["fail-fast"]: @exec{serve} exits with status 1), or
+       the reload
        (@exec{raco fastcgi ctl reload} exits 1; the old generation goes on serving:
        @secref["signals"]). One that has not loaded it within @DFlag{start-timeout}
        seconds is killed, with the same outcome.}
- @item{A loader that dies (killed) after it had been up more than 10 seconds is replaced
-       at once: the manager logs @tt{loader 4242 of generation 1 exited (killed by
-       SIGKILL): a new one loads it}, counts it in @tt{loader_restarts} and starts a new
-       loader for that generation, which loads the app file as it is then. The workers
-       already running are not touched, and serving goes on; the workers asked for
-       meanwhile are forked once the new loader has loaded.}
- @item{A loader that dies within 10 seconds of its start: from then on the generation's
-       workers are started as processes of their own, each loading the app (an error
-       line says so; the status shows @tt{preload} @tt{fallback}).}
- @item{A loader that does not answer a fork within 5 seconds is killed, and that worker
-       is started as a process of its own.}
- @item{At a reload, the old generation's loader stops once the new generation serves; at
-       a stop, the loaders stop first (they hold the listening socket too). A loader also
-       stops when the manager dies.}
+ @item{A loader that dies once it has loaded the app (killed, say) is replaced at once:
+       the manager logs @tt{loader 4242 of generation 1 exited (killed by SIGKILL): a new
+       one loads it}, counts it in @tt{loader_restarts} and starts a new loader for that
+       generation, which loads the app file as it is then. The workers already running
+       are not touched, and serving goes on; the workers asked for meanwhile are forked
+       once the new loader has loaded. A new loader that cannot load the app (the file
+       changed on disk since, say) logs @tt{loader of generation 1: cannot load ...; its
+       workers start as processes of their own}, and they do.}
+ @item{When 3 loaders of a generation in a row die within 10 seconds of their start,
+       the generation's workers are started as processes of their own from then on, each
+       loading the app: an error line says so (@tt{...: its workers start as processes of
+       their own}), and the status shows @tt{preload} @tt{fallback}. A loader that dies
+       after 10 seconds starts the count again.}
+ @item{A loader that does not answer a fork within 5 seconds is killed: that worker is
+       started as a process of its own, and a new loader takes the killed one's place.}
+ @item{At a reload, the old generation's loader stays while workers of its generation
+       live (they drain their sessions): they go on sharing its image, and it costs nothing
+       beyond it; it stops when the last of them has exited. At a stop, the loaders stop
+       first (they hold the listening socket too). A loader also stops when the manager
+       dies.}
 ]
 
 @subsubsection[#:tag "preload-memory"]{Reading memory: resident, shared, private}
@@ -947,17 +956,16 @@ Resident memory is cheap to read, and is read once a second (with @DFlag{max-mem
 page to answer @filepath{smaps_rollup} (milliseconds for a servlet worker), so it is read
 for each worker at most every 5 seconds; in between, private memory is resident memory
 now less the shared part last read. Pages shared at the fork only ever become private, so
-this never overstates private memory: memory a worker allocates counts at once, and pages
-it stops sharing count within 5 seconds.
+this never overstates private memory: memory a worker allocates counts at the next
+reading, and pages it stops sharing (those it writes to, those whose other holders have
+exited) within 5 seconds.
 
-A page is shared while another process maps it. A worker whose loader and fellow workers
-have all exited shares its image with no one, and its private memory is then about its
-whole resident memory: so it is for the last worker of an old generation still serving
-its sessions after a reload (its loader stopped when the new generation began to serve),
-and for the last worker forked from a loader that has been replaced. @DFlag{max-memory}
-recycles only a worker that serves, but the hard ceiling applies to a draining worker
-too: a @DFlag{max-memory-hard} below the image's size (@tt{image_memory}) stops such a
-worker, and its sessions end with it.
+A page is shared while another process maps it. An old generation's loader lives while
+its workers drain after a reload, so they go on sharing its image. A worker forked from a
+loader that has since died (killed, and replaced by a new one) shares the old image only
+with its fellow workers of that loader: the last of them shares it with no one, and its
+private memory is then about its whole resident memory. @DFlag{max-memory} recycles only
+a worker that serves, but the hard ceiling applies to a draining worker too.
 
 @subsection[#:tag "pm"]{Process managers}
 
@@ -1024,19 +1032,21 @@ sessions' memory bound (@DFlag{servlet-memory}, ours) goes on, on the monotonic 
        (@tt{next start in 0.4 s}). A worker that lived longer resets the count, and so
        does a worker started after the last crash once it has lived 10 seconds.}
  @item{@bold{Recycling}: a worker that has taken @DFlag{max-requests} requests (handed to the app), or
-       whose resident memory passes @DFlag{max-memory}, is replaced gracefully: the
-       manager starts a fresh worker first, and only when that one is ready does the old
-       one drain and exit. The old worker goes on serving meanwhile, so the limits are
-       soft by the time a new worker takes to load the app. With
+       whose private memory (@secref["preload-memory"]) passes @DFlag{max-memory}, is
+       replaced gracefully: the manager starts a fresh worker first (forked from the
+       generation's loader, @secref["preload"]), and only when that one is ready does the
+       old one drain and exit. The old worker goes on serving meanwhile, so the limits are
+       soft by the time a new worker takes to start (to load the app, for one that is not
+       forked). With
        @DFlag{max-requests-jitter} @nonterm{n}, each worker draws its own limit when it
        starts, uniformly between @DFlag{max-requests} and @DFlag{max-requests} plus
        @nonterm{n} (from the kernel's random source: workers started in the same
        millisecond draw apart), as gunicorn's @tt{max_requests_jitter} does: the workers
        of a pool, or of a reload's generation, all start together and would otherwise all
-       be replaced together, loading the app at once while the pool is short of workers.
+       be replaced together.
        A replacement draws again. The status shows each worker's limit
        (@tt{max_requests}).}
- @item{@bold{Past the hard ceiling}: a worker whose resident memory passes
+ @item{@bold{Past the hard ceiling}: a worker whose private memory passes
        @DFlag{max-memory-hard} (by default twice @DFlag{max-memory}; with neither, no
        ceiling) is not waited for, since a handler that allocates without bound would go
        on growing while its worker drains behind it. The manager logs a warning such as
@@ -1044,10 +1054,13 @@ sessions' memory bound (@DFlag{servlet-memory}, ours) goes on, on the monotonic 
        ceiling of 600 MiB (2 x --max-memory)}, starts a replacement, and sends the worker
        SIGTERM, so that the requests it holds that can finish within a second do; then
        SIGKILL. What is still in flight is lost with it (nginx answers 502). It counts in
-       the status's @tt{recycled}. With either option, the manager reads the workers'
-       resident memory 4 times a second, else once a second.}
- @item{@bold{A worker that does not load} within @DFlag{start-timeout} seconds is killed
-       (and counts as a crash).}
+       the status's @tt{recycled}. The ceiling applies to a draining worker too. With
+       either option, the manager reads the workers' resident memory 4 times a second,
+       else once a second, and their shared part every 5 seconds
+       (@secref["preload-memory"]).}
+ @item{@bold{A worker that is not ready} within @DFlag{start-timeout} seconds is killed
+       (and counts as a crash); so is a loader that has not loaded the app by then
+       (@secref["preload"]).}
  @item{@bold{A worker that falls silent}: once ready, every worker sends the manager a line
        each second from a Racket thread of its own. That thread stops exactly when the
        worker cannot serve: the process is frozen or stopped (SIGSTOP), or its whole VM
@@ -1114,7 +1127,10 @@ thread only, with a warning such as @tt{request 1 from unix GET /jobs: a thread 
 started called exit: that thread ended}; under the servlet dispatcher too, such threads
 inherit the exit handler, and the process goes on. Elsewhere (while the application
 loads, in a thread started then) @racket[exit] does what it always does: the process
-exits, and the manager replaces the worker.
+exits, and the manager replaces the worker. With preloading, the app loads in the
+generation's loader, and a thread started at load runs there too: a loader that exits
+while it loads has not loaded the app, and one that exits later is replaced
+(@secref["preload"] says what follows either way).
 
 @subsection[#:tag "fail-fast"]{Fail fast, fail loud}
 
@@ -1131,12 +1147,14 @@ socket that accepts connections and never answers.
        (@tt{cannot bind 127.0.0.1:9000: Address already in use}).}
  @item{@bold{Until a worker has been ready once}, a worker that cannot start ends the
        manager: the app raises while it loads or provides no handler, a log file cannot be
-       opened, or @DFlag{start-timeout} passes. The worker tells the manager why over its
-       report socket; the manager logs one line, such as @tt{fatal [1234] fastcgi: cannot
-       start: cannot load /srv/app.rkt: app: no database}, kills the other workers that
-       were starting, removes the socket file, the pid file and the status file, and exits
-       with status 1, as soon as the first worker fails (the time it takes to load the
-       app). With @DFlag{pm} @tt{ondemand} too: one worker starts at start for this.}
+       opened, or @DFlag{start-timeout} passes; so does a generation's loader that cannot
+       load the app (@secref["preload"]). The worker or the loader tells the manager why
+       over its report socket; the manager logs one line, such as @tt{fatal [1234]
+       fastcgi: cannot start: cannot load /srv/app.rkt: app: no database}, kills the
+       other workers that were starting and the loader, removes the socket file, the pid
+       file and the status file, and exits with status 1, as soon as the loader or the
+       first worker fails (the time it takes to load the app). With @DFlag{pm}
+       @tt{ondemand} too: one worker starts at start for this.}
  @item{@bold{After a good start}, workers that die are replaced with the pause of
        @secref["recycle"] and the manager lives on (a database down for a while must not
        stop the pool). The manager's log line names the reason a worker gave
@@ -1149,7 +1167,9 @@ socket that accepts connections and never answers.
 their values checked, the log and pid files are opened as above, the listen address is
 parsed and, for a unix socket, its folder must exist and @DFlag{socket-owner} and
 @DFlag{socket-group} must name a known user and group; the app is loaded in this process
-by the loader the workers use, with the same limits and servlet settings. It prints
+as a worker loads it, with the same limits and servlet settings. Whether the app leaves
+at load what a fork cannot share is not checked (@secref["preload"]): the start's log
+says so. It prints
 @tt{raco fastcgi serve: configuration ok: /srv/app.rkt loads (raw handler; roles
 (responder)), listen unix:/run/app.sock} and exits 0, or prints the one line that a start
 would and exits 1. It does not bind the address: a running server holds it (checking a
@@ -1161,14 +1181,17 @@ so during the check too.
 
 @itemlist[
  @item{@bold{SIGTERM} or @bold{SIGINT} to the manager: it closes its listening socket
-       (removing the unix socket file), every worker drains as above, and the manager
+       (removing the unix socket file), the loaders stop (@secref["preload"]), every
+       worker drains as above, and the manager
        exits with status 0 once they are gone, removing its pid file. A second SIGINT
        (Ctrl-C twice) kills the workers at once.}
- @item{@bold{SIGHUP}: a zero-downtime reload. The manager starts a new generation of
-       workers, which load the app file afresh (so code changes take effect); when every
-       one of them is ready, the old generation drains and exits. The listening socket
-       stays open throughout. If a new worker dies before it is ready (the new code does
-       not load), the reload fails: the new generation is stopped, the old one goes on
+ @item{@bold{SIGHUP}: a zero-downtime reload. The manager starts a new generation:
+       its loader loads the app file afresh (so code changes take effect) and forks its
+       workers (@secref["preload"]; without preloading, each new worker loads the file
+       itself); when every one of them is ready, the old generation drains and exits, and
+       its loader stops. The listening socket stays open throughout. If the new code does
+       not load (the new loader fails, or a new worker dies before it is ready), the
+       reload fails: the new generation is stopped, the old one goes on
        serving, the status counts @tt{reload failures} and shows why in
        @tt{last_reload_error}. Reloads run one at a time: a SIGHUP that comes while one is
        under way starts another reload once that one is done or has failed (several such
@@ -1199,8 +1222,10 @@ For scripts and systemd units, @exec{raco fastcgi ctl} does the same by pid file
        way, if there was one: the manager publishes how many reloads it was asked for
        (@tt{reload_asks}) and how many of them the last finished reload answers
        (@tt{reload_settled}). On failure it prints, for example, @tt{raco fastcgi ctl:
-       reload failed: a worker of generation 3 died before it was ready: cannot load
-       /srv/app.rkt: app: broken; generation 2 goes on serving}. Two @exec{ctl reload}
+       reload failed: cannot load /srv/app.rkt: app: broken; generation 2 goes on
+       serving} (the loader's failure), or @tt{raco fastcgi ctl: reload failed: a worker
+       of generation 3 died before it was ready: cannot load /srv/app.rkt: app: broken;
+       generation 2 goes on serving} (a worker's, without preloading). Two @exec{ctl reload}
        run at the same moment may both be answered by the same reload.}
  @item{@exec{stop} sends SIGTERM and waits until the manager has exited (status 0), or
        @DFlag{timeout} seconds (default 60; status 1).}
@@ -1286,7 +1311,15 @@ named with its @tt{_total}: what @exec{promtool check metrics} and older scraper
 The JSON object has these fields (the text and HTML formats show the same):
 @tt{pool} (the app file's name), @tt{pm}, @tt{listen}, @tt{master_pid},
 @tt{start_time} (Unix seconds: the wall clock now less the uptime), @tt{uptime} (seconds), @tt{generation} (1, plus one per
-reload), @tt{accepted_connections}, @tt{requests}, @tt{listen_queue} (connections waiting
+reload), @tt{preload} (how the serving generation's workers start, @secref["preload"]:
+@tt{off} with @DFlag{no-preload}, @tt{loading} while its loader loads the app,
+@tt{forked} from its loader, @tt{unsafe} when loading the app left what a fork cannot
+share, @tt{fallback} when its loader failed or kept dying: in the last two, each worker
+loads the app itself), @tt{loader_pid} (the serving generation's loader while it loads or
+forks; @tt{null} otherwise),
+@tt{image_memory} (the loader's resident memory in bytes: the image its workers share;
+@tt{null} when no loader runs), @tt{loader_restarts} (loaders started again after one
+died), @tt{accepted_connections}, @tt{requests}, @tt{listen_queue} (connections waiting
 in the accept queue: TCP only, read from the socket's @tt{TCP_INFO}; @tt{null} for a unix
 socket), @tt{active_workers} (with a request in flight), @tt{idle_workers},
 @tt{total_workers} (starting and draining included), @tt{late_workers} and
@@ -1301,11 +1334,16 @@ read: @secref["log-stall"]), @tt{restarts} (workers started again after an unexp
 @tt{last_reload_error} (why the last reload failed; @tt{null} when it worked),
 @tt{start_failures} and @tt{last_start_error} (@secref["fail-fast"]; 0 and @tt{null} again
 once a worker started after the last failure has lived 10 seconds), and @tt{workers}: one object per worker process with
-@tt{pid}, @tt{state} (@tt{starting}, @tt{idle}, @tt{busy}, @tt{draining}, or @tt{late}:
+@tt{pid}, @tt{id} (its number in the pool, from 1 up, which its continuation ids carry:
+@secref["continuations"]; in the JSON only), @tt{state} (@tt{starting}, @tt{idle}, @tt{busy}, @tt{draining}, or @tt{late}:
 silent for 3 seconds or more, see @secref["recycle"]),
 @tt{generation}, @tt{requests}, @tt{active}, @tt{connections}, @tt{shed},
 @tt{queue_delay} (milliseconds of CPU work its running handlers have ahead, as
-@secref["shedding"] estimates it), @tt{memory} (resident bytes), @tt{max_requests} (the
+@secref["shedding"] estimates it), @tt{memory} (resident bytes), @tt{private_memory} (resident
+bytes less the shared ones: what @DFlag{max-memory} compares), @tt{shared_memory}
+(resident bytes it shares with other processes, read every 5 seconds;
+@secref["preload-memory"]), @tt{forked} (@tt{true} when its loader forked it; in the
+JSON only), @tt{max_requests} (the
 limit it drew, @secref["recycle"]; @tt{null} without @DFlag{max-requests}),
 @tt{start_time} and @tt{uptime}. A worker's counters are as fresh as its last
 report (0.1 s).
@@ -1325,9 +1363,11 @@ pool's are those of its workers and of the workers gone before (exited, recycled
 replaced): they only grow.
 
 In OpenMetrics each pool value is a family (@tt{fastcgi_requests_total},
-@tt{fastcgi_request_duration_seconds_bucket}, @tt{fastcgi_responses_total{class="5xx"}}
-...), labelled with @tt{pool}; the per-worker series are families of their own
-(@tt{fastcgi_worker_requests_total}, @tt{fastcgi_worker_memory_bytes}, @tt{fastcgi_worker_max_requests},
+@tt{fastcgi_request_duration_seconds_bucket}, @tt{fastcgi_responses_total{class="5xx"}},
+@tt{fastcgi_image_memory_bytes}, @tt{fastcgi_loader_restarts_total} ...), labelled with
+@tt{pool}; the per-worker series are families of their own
+(@tt{fastcgi_worker_requests_total}, @tt{fastcgi_worker_memory_bytes},
+@tt{fastcgi_worker_private_memory_bytes}, @tt{fastcgi_worker_shared_memory_bytes}, @tt{fastcgi_worker_max_requests},
 @tt{fastcgi_worker_request_duration_seconds}, @tt{fastcgi_worker_responses_total} ...),
 labelled also with @tt{pid} and @tt{generation}, so that a sum over workers never counts
 twice. A worker's series end with it; the pool's totals go on. The exposition ends with
@@ -2280,7 +2320,9 @@ moved to a close-on-exec descriptor at start and @filepath{/dev/null} takes fd 0
 place, so a program given the worker's standard input reads nothing; a systemd socket
 (fd 3) is made close-on-exec. A program that outlives the pool (a daemon started by a
 handler) therefore never keeps its port: the pool can be started again on the same
-address at once.
+address at once. A generation's loader (@secref["preload"]) does the same before it
+loads the app: a program the app starts at module level gets @filepath{/dev/null} as its
+standard input; the workers it forks get the socket back on fd 0 and move it in turn.
 
 @bold{Routine cleanup cannot break a running pool.} Nothing the manager and its workers
 need at run time is kept in a temporary folder, so cleaning @filepath{/tmp} or
@@ -2307,7 +2349,9 @@ one the workers accept on): put it where nothing cleans, such as @filepath{/run}
  @item{A step of the wall clock, forward or back, fires no deadline early and delays
        none: every deadline and interval runs on the monotonic clock (@secref["pm"]).}
  @item{A request that allocates without bound ends alone under @DFlag{request-memory};
-       a worker past @DFlag{max-memory-hard} is replaced without waiting; @racket[exit]
+       a worker whose private memory (what it does not share with other processes:
+       @secref["preload-memory"]) passes @DFlag{max-memory-hard} is replaced without
+       waiting; @racket[exit]
        in a handler ends its request only, and in a thread a handler started, that thread
        only (@secref["runaway"], @secref["recycle"]).}
  @item{A worker that is frozen, stopped or blocked in a foreign call is seen as
@@ -2317,6 +2361,9 @@ one the workers accept on): put it where nothing cleans, such as @filepath{/run}
        reload} reports its own reload's outcome (@secref["signals"]).}
  @item{A start that cannot work exits non-zero within seconds with one line, and leaves no
        socket behind; @DFlag{check} validates without serving (@secref["fail-fast"]).}
+ @item{A generation's loader that dies is replaced and serving goes on; an app that
+       leaves at load what a fork cannot share (an open file, a socket) is loaded by each
+       worker instead, with one warning line (@secref["preload"]).}
  @item{A log that is not read, or cannot be written, never holds up serving: its lines
        are dropped and counted, errors logged at most once a second (@secref["log-stall"]).}
 ]
