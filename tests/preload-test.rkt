@@ -391,6 +391,22 @@
          (check-true (> shared private) what)
          (check-true (< private (* 60 MiB)) what)))))
 
+  (test-case "--max-memory applies to private memory: a forked worker's shared image does not count"
+    ;; resident memory over the limit, private memory far under it: no recycling
+    (with-pool
+     servlet-source '("--workers" "1" "--max-memory" "80m") 1
+     (λ (s)
+       (define w (car (memory-ready s 1)))
+       (define what (format "resident ~a MiB, private ~a MiB" (quotient (hash-ref w 'memory) MiB)
+                            (quotient (hash-ref w 'private_memory) MiB)))
+       (check-true (> (hash-ref w 'memory) (* 80 MiB)) what)
+       (check-true (< (hash-ref w 'private_memory) (* 80 MiB)) what)
+       (answer s)
+       (sleep 3)                                  ; the manager reads memory at every tick
+       (check-equal? (hash-ref (board s) 'recycled) 0 what)
+       (check-equal? (map (λ (x) (hash-ref x 'pid)) (ready-workers s)) (list (hash-ref w 'pid)))
+       (check-equal? (log-lines s #rx"over --max-memory") '()))))
+
   (test-case "servlet, --no-preload: each worker's memory is its own"
     (with-pool
      servlet-source '("--workers" "2" "--no-preload") 2
