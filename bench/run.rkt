@@ -83,10 +83,14 @@
           (wait-until 30 (format "~a to answer ~a" (spec-label s) url)
                       (λ () (answers? port (spec-path s) (spec-expected s))))
           (run-wrk url (car concurrencies) (warmup))
-          (define loads
+          ;; each load with the backend's CPU per request over it (µs; #f without a backend)
+          (define loads+cpu
             (for/list ([c (in-list concurrencies)])
               (log-command! wrk-path (wrk-args url c (duration)))
-              (run-wrk url c (duration))))
+              (define before (procs-cpu-ticks procs))
+              (define l (run-wrk url c (duration)))
+              (cons l (cpu-per-request before (procs-cpu-ticks procs) l))))
+          (define loads (map car loads+cpu))
           (define died (findf (λ (p) (not (eq? (subprocess-status (proc-subprocess p)) 'running))) procs))
           (define-values (hwm rss) (if died (values #f #f) (backend-memory procs)))
           (say "~a: ~a req/s" (spec-label s)
@@ -94,15 +98,49 @@
           (when died
             (say "~a: ~a exited during the run; its stderr ends with:\n~a"
                  (spec-label s) (proc-name died) (tail-of (proc-stderr-file died))))
-          (for/list ([l (in-list loads)])
-            (row (spec-key s) (spec-label s) l hwm rss
-                 (cond
-                   [died (format "the backend exited during the run (status ~a): ~a"
-                                 (subprocess-status (proc-subprocess died))
-                                 (first-line (tail-of (proc-stderr-file died))))]
-                   [(positive? (load-errors l)) "answers went wrong: the ratio is not used"]
-                   [(zero? (load-requests l)) "no request completed within the run"]
-                   [else ""]))))))]))
+          (for/list ([l+cpu (in-list loads+cpu)])
+            (define l (car l+cpu))
+            (define cpu (cdr l+cpu))
+            (define r
+              (row (spec-key s) (spec-label s) l hwm rss
+                   (cond
+                     [died (format "the backend exited during the run (status ~a): ~a"
+                                   (subprocess-status (proc-subprocess died))
+                                   (first-line (tail-of (proc-stderr-file died))))]
+                     [(positive? (load-errors l)) "answers went wrong: the ratio is not used"]
+                     [(zero? (load-requests l)) "no request completed within the run"]
+                     [cpu (format "backend CPU ~a µs/request" (fmt-cpu cpu))]
+                     [else ""])))
+            (when cpu (hash-set! row-cpu r cpu))
+            r))))]))
+
+;; The backend's CPU per request (µs) of each measured row, for median-rows' note.
+(define row-cpu (make-weak-hasheq))
+
+;; fmt-cpu : real -> string
+(define (fmt-cpu us) (~r us #:precision '(= 1)))
+
+;; procs-cpu-ticks : (listof proc) -> (hash natural natural)
+;; User plus system clock ticks (1/100 s) of every process of each proc's tree, by pid:
+;; a manager's loader and workers count (BENCH.md: the backend's whole process tree).
+(define (procs-cpu-ticks procs)
+  (for*/hash ([p (in-list procs)]
+              [pid (in-list (tree-pids (proc-pid p)))]
+              [t (in-value (with-handlers ([exn:fail? (λ (e) #f)])
+                             (define stat (file->string (format "/proc/~a/stat" pid)))
+                             (define fields (string-split (substring stat (cdr (last (regexp-match-positions* #rx"\\)" stat))))))
+                             (+ (string->number (list-ref fields 11)) (string->number (list-ref fields 12)))))]
+              #:when t)
+    (values pid t)))
+
+;; cpu-per-request : (hash natural natural) (hash natural natural) load -> (or/c real #f)
+;; µs of the tree's CPU per completed request between the two readings (a process that
+;; appeared meanwhile counts whole; one that exited meanwhile is lost); #f without
+;; processes or requests.
+(define (cpu-per-request before after l)
+  (and (positive? (hash-count after)) (positive? (load-requests l))
+       (let ([ticks (for/sum ([(pid t) (in-hash after)]) (- t (hash-ref before pid 0)))])
+         (/ (* ticks 10000.0) (load-requests l)))))
 
 ;; median-rows : (listof (listof row)) -> (listof row)
 ;; One spec's rows from each round (a row per concurrency in each) -> a row per
@@ -123,10 +161,17 @@
          (string-join (for/list ([r (in-list all)])
                         (if (memq r good) (~r (load-rps (row-load r)) #:precision 0) "failed"))
                       " / "))
+       (define cpus (for/list ([r (in-list all)]) (hash-ref row-cpu r #f)))
+       (define cpu-seen
+         (if (ormap values cpus)
+             (format "; backend CPU ~a µs/request"
+                     (string-join (for/list ([c (in-list cpus)]) (if c (fmt-cpu c) "-")) " / "))
+             ""))
+       (define own (if (hash-ref row-cpu m #f) "" (row-note m)))
        (struct-copy row m
                     [note (string-append
-                           (format "median of ~a rounds (~a req/s)" (length good) seen)
-                           (if (string=? (row-note m) "") "" (string-append "; " (row-note m))))])])))
+                           (format "median of ~a rounds (~a req/s~a)" (length good) seen cpu-seen)
+                           (if (string=? own "") "" (string-append "; " own)))])])))
 
 ;; first-line : string -> string ; the first non-empty line, for a table cell
 (define (first-line text)
@@ -285,7 +330,14 @@
      (hello 'ours-raw-workers-1 "ours raw, unix, keep-conn, --workers 1" "ours_unix_keep"
             (list (ours hello-raw (addrs-ours a) '("--workers" "1"))) no-workers)
      (hello 'ours-raw-workers-2 "ours raw, unix, keep-conn, --workers 2" "ours_unix_keep"
-            (list (ours hello-raw (addrs-ours a) '("--workers" "2"))) no-workers)))
+            (list (ours hello-raw (addrs-ours a) '("--workers" "2"))) no-workers)
+     ;; preload (the default: a loader loads the app once and forks the workers) and its
+     ;; twin without, side by side in each round
+     (hello 'ours-servlet-workers-2 "ours servlet, unix, keep-conn, --workers 2 (preload)" "ours_unix_keep"
+            (list (ours hello-servlet (addrs-ours a) '("--workers" "2"))) no-workers)
+     (hello 'ours-servlet-workers-2-no-preload "ours servlet, unix, keep-conn, --workers 2 --no-preload" "ours_unix_keep"
+            (list (ours hello-servlet (addrs-ours a) '("--workers" "2" "--no-preload")))
+            (or no-workers (and (not (no-preload-option?)) "not available: raco fastcgi serve has no --no-preload")))))
   all)
 
 ;; ---------------------------------------------------------------------------------------
@@ -535,6 +587,16 @@
 ;; ---------------------------------------------------------------------------------------
 ;; The run.
 
+;; no-preload-option? : whether `raco fastcgi serve --help` lists --no-preload
+(define no-preload-option? (make-parameter #f))
+
+;; serve-has-option? : string -> boolean
+(define (serve-has-option? option)
+  (with-handlers ([exn:fail? (λ (e) #f)])
+    (define-values (st out err)
+      (run-program (string->path raco) '("fastcgi" "serve" "--help") #:timeout 60))
+    (and (eqv? st 0) (regexp-match? (regexp (regexp-quote option)) out))))
+
 ;; run! : -> outcome
 (define (run!)
   (for ([prog+pkg (append (list (cons nginx "nginx") (cons wrk-path "wrk") (cons gcc "gcc")
@@ -544,6 +606,7 @@
                               (list (cons go "golang-go") (cons haproxy "haproxy") (cons curl "curl"))))])
     (require-program! (car prog+pkg) (cdr prog+pkg)))
   (current-features (serve-features))
+  (no-preload-option? (serve-has-option? "--no-preload"))
   (call-with-temp-dir
    "fcgib"
    (λ (dir)
