@@ -1379,6 +1379,8 @@ bytes less the shared ones: what @DFlag{max-memory} compares), @tt{shared_memory
 @secref["preload-memory"]), @tt{forked} (@tt{true} when its loader forked it; in the
 JSON only), @tt{max_requests} (the
 limit it drew, @secref["recycle"]; @tt{null} without @DFlag{max-requests}),
+@tt{oldest_request} (seconds its oldest request under way has run, as of its last report,
+which the watchdog times from: @secref["recycle"]; @tt{null} with none; in the JSON only),
 @tt{start_time} and @tt{uptime}. A worker's counters are as fresh as its last
 report (0.1 s).
 
@@ -2382,7 +2384,11 @@ one the workers accept on): put it where nothing cleans, such as @filepath{/run}
 @itemlist[
  @item{A step of the wall clock, forward or back, fires no deadline early and delays
        none: every deadline and interval runs on the monotonic clock (@secref["pm"]).}
- @item{A request that allocates without bound ends alone under @DFlag{request-memory};
+ @item{A request that allocates without bound ends alone under @DFlag{request-memory}
+       (by default @DFlag{max-memory}'s size), however fast it allocates: within about an
+       eighth of the limit past it (a handler allocating 400 MiB a second under
+       @DFlag{max-memory} @tt{300m} left its worker at 350-368 MiB of private memory,
+       under the 600 MiB hard ceiling, the requests beside it answered);
        a worker whose private memory (what it does not share with other processes:
        @secref["preload-memory"]) passes @DFlag{max-memory-hard} is replaced without
        waiting; @racket[exit]
