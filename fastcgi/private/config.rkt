@@ -18,6 +18,7 @@
  make-serve-config
  default-serve-config
  config-memory-ceiling
+ serve-config-worker-limits
  serve-config-listener-options
  serve-config-for-worker
  serve-config->hash
@@ -102,6 +103,18 @@
 (define (config-memory-ceiling c)
   (or (serve-config-max-memory-hard c)
       (let ([soft (serve-config-max-memory c)]) (and soft (* 2 soft)))))
+
+;; serve-config-worker-limits : serve-config -> limits
+;; The limits a worker serves with: with --max-memory and no --request-memory, one
+;; request's handler may hold up to --max-memory (its share of the worker): a runaway
+;; handler is ended alone (500) rather than taking its worker past the hard ceiling,
+;; where the manager stops the worker and every request on it.
+(define (serve-config-worker-limits c)
+  (define lim (serve-config-limits c))
+  (define soft (serve-config-max-memory c))
+  (if (and soft (not (limits-request-memory lim)))
+      (struct-copy limits lim [request-memory soft])
+      lim))
 
 ;; serve-config-listener-options : serve-config -> listener-options ; for listener-for
 (define (serve-config-listener-options c)

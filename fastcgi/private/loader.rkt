@@ -40,7 +40,7 @@
 (define-runtime-module-path-index sessions-mod "sessions.rkt")
 (define servlet-modules
   (list servlet-mod web-mod relay-mod sessions-mod
-        'web-server/servlet/web-cells 'web-server/http/xexpr 'web-server/managers/none))
+        'web-server/servlet/web-cells 'web-server/http/xexpr))
 
 ;; run-loader : serve-config -> none
 (define (run-loader cfg)

@@ -174,7 +174,9 @@
     (set-worker-shed! w (fifth ns))
     (set-worker-queue-delay! w (sixth ns))
     (when (and (>= (length ns) 7) (seventh ns)) (set-worker-sessions! w (seventh ns)))
-    (when (and (>= (length ns) 8) (eighth ns)) (set-worker-log-dropped! w (eighth ns)))))
+    (when (and (>= (length ns) 8) (eighth ns)) (set-worker-log-dropped! w (eighth ns)))
+    (when (and (>= (length ns) 9) (ninth ns))
+      (set-worker-oldest-ms! w (and (positive? (ninth ns)) (- (now-ms) (ninth ns)))))))
 
 ;; ready! : manager worker -> void
 ;; The last of a reload's new generation ready: the old one retires, the new one serves.

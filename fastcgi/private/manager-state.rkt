@@ -39,7 +39,9 @@
 ;; stat line's; rss, private and shared its resident memory as last read (all of it, its
 ;; own pages, the pages it shares: a forked worker shares its loader's image); metrics its
 ;; last metrics line's (a metrics, metrics.rkt), or #f; max-requests the limit it drew (its
-;; limit line), or #f; shared-ms: when its shared memory was last read. sp: its
+;; limit line), or #f; shared-ms: when its shared memory was last read; oldest-ms: when
+;; (the manager's clock) its oldest running request began, as of its last stat line, or
+;; #f with none. sp: its
 ;; child-process (child-process.rkt); forked?: a loader forked it.
 (struct worker (id sp pid gen started-ms
                 [state #:mutable] [ready-ms #:mutable]
@@ -49,7 +51,8 @@
                 [last-busy-ms #:mutable] [retiring? #:mutable] [control #:mutable]
                 [failure #:mutable] [reports-done? #:mutable] [log-dropped #:mutable]
                 [heard-ms #:mutable] [late #:mutable] [metrics #:mutable]
-                [max-requests #:mutable] [private #:mutable] [shared #:mutable] [shared-ms #:mutable] forked?)
+                [max-requests #:mutable] [private #:mutable] [shared #:mutable] [shared-ms #:mutable]
+                [oldest-ms #:mutable] forked?)
   #:transparent)
 
 ;; make-worker : #:id natural #:process child-process #:generation natural #:now flonum
@@ -63,7 +66,7 @@
           now #f #f
           #f #f 0
           now #f #f
-          #f #f #f -inf.0 forked?))
+          #f #f #f -inf.0 #f forked?))
 
 ;; The loader of a generation (loader.rkt): the process that loads the app once and
 ;; forks the generation's workers. sp: its subprocess. state: 'loading, 'ready (it takes

@@ -141,6 +141,8 @@
           'shared_memory (or (worker-shared w) (json-null))
           'forked (worker-forked? w)
           'max_requests (or (worker-max-requests w) (json-null))
+          'oldest_request (let ([o (worker-oldest-ms w)])
+                            (if o (/ (round (/ (- now o) 100.)) 10.) (json-null)))
           'start_time (/ (round (wall-ms-at (worker-started-ms w))) 1000.)
           'uptime (exact-floor (/ (- now (worker-started-ms w)) 1000)))
    (if (worker-metrics w) (list (worker-metrics w)) '())))

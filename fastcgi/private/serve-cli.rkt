@@ -255,7 +255,7 @@
            "Seconds a handler may run before it is stopped and the front gets 503 (default: no limit)" #f)
      (list "--request-memory" 'request-memory positive-size-arg "size"
            '("Memory one request's handler may hold: past it, the handler is ended and the front"
-             "gets 500 (default: no limit)")
+             "gets 500 (default: --max-memory when it is given, else no limit)")
            #f)))
   (apply group "Limits (per worker):"
          (for/list ([r (in-list rows)])

@@ -41,7 +41,6 @@
 ;; stateless servlet.
 (define-lazy web-server/servlet/web adjust-timeout!)
 (define-lazy web-server/lang/web make-stateless-servlet initialize-servlet)
-(define-lazy web-server/managers/none create-none-manager)
 (define-lazy web-server/stuffers/stuffer make-stuffer stuffer-in stuffer-out)
 (define-lazy web-server/servlet/web-cells restore-web-cell-set! capture-web-cell-set)
 (define-lazy web-server/lang/stuff-url #:values default-stuffer)
@@ -77,7 +76,8 @@
      (cond
        [(not (procedure? start)) #f]
        [(web-server-language? path)
-        (stateless-servlet path dir start (create-none-manager #f) (default-stuffer) secret lasting? warn #f)]
+        (stateless-servlet path dir start (default-routed-manager worker-id memory timeout)
+                           (default-stuffer) secret lasting? warn #f)]
        [(not (continuations-loaded?)) (plain-servlet start)]
        [else
         (stateful-servlet 'start start
@@ -95,10 +95,12 @@
        (raise-user-error 'raco-fastcgi "~a: interface-version 'v2 needs a manager (web-server/managers), got ~e" path m))
      (stateful-servlet 'v2 (need-start) (routed m) dir)]
     [(stateless)
-     (define m (get 'manager (λ () (create-none-manager #f))))
-     (unless (manager? m)
+     (define m (get 'manager (λ () #f)))
+     (unless (or (not m) (manager? m))
        (raise-user-error 'raco-fastcgi "~a: manager must be a web-server manager, got ~e" path m))
-     (stateless-servlet path dir (need-start) m (get 'stuffer (λ () (default-stuffer))) secret lasting? warn dir)]
+     (stateless-servlet path dir (need-start)
+                        (if m (routed m) (default-routed-manager worker-id memory timeout))
+                        (get 'stuffer (λ () (default-stuffer))) secret lasting? warn dir)]
     [else
      (raise-user-error 'raco-fastcgi "~a: interface-version must be 'v1, 'v2 or 'stateless, got ~e" path version)]))
 
@@ -168,15 +170,7 @@
     (define k (and (path-params? u) (continuation-of u)))
     (cond
       [(eq? k 'bad) 'bad-url]
-      [k
-       (in-servlet
-        srv req dir (car k)
-        (λ ()
-          (with-handlers ([exn:fail:servlet-manager:no-instance?
-                           (λ (e) (expired (exn:fail:servlet-manager:no-instance-expiration-handler e) req))]
-                          [exn:fail:servlet-manager:no-continuation?
-                           (λ (e) (expired (exn:fail:servlet-manager:no-continuation-expiration-handler e) req))])
-            ((custodian-box-value (lookup (car k) (cadr k) (caddr k))) req))))]
+      [k (resume srv req dir lookup k)]
       ;; a new instance: nothing to look up, so no expiration to catch (a continuation it
       ;; stores, resumed later, runs under the handlers of the request that resumes it)
       [else (in-servlet srv req dir (routed-manager-new-instance! rm)
@@ -288,31 +282,70 @@
 ;; ---------------------------------------------------------------------------------------
 ;; Stateless servlets.
 
-;; stateless-servlet : path path (request -> any) manager stuffer (or/c bytes #f) boolean
+;; stateless-servlet : path path (request -> any) routed-manager stuffer (or/c bytes #f) boolean
 ;;                     (string -> void) (or/c path #f) -> loaded-servlet
-(define (stateless-servlet path dir start manager stuffer secret lasting? warn run-dir)
+;; A stateless servlet's continuations travel in its URLs. One may still capture stateful
+;; ones: a module in #lang web-server that also requires web-server/servlet and calls its
+;; send/suspend family (easy to write, and it runs under serve/servlet, which is stateful).
+;; web-server's dispatcher gives a stateless servlet a manager that keeps nothing, and such
+;; a capture fails there ("No instance"); here the servlet gets rm alongside, a routed
+;; manager (the module's own manager if it names one, else the default), which keeps them
+;; as for a stateful servlet, and the first capture says so in one warning line.
+(define (stateless-servlet path dir start rm stuffer secret lasting? warn run-dir)
   (unless lasting?
     (warn (format "~a is a stateless servlet and no --secret-file was given: its URLs are signed with a secret made at start, so they stop working after a restart and on other hosts"
                   path)))
   (define key (or secret (random-bytes 32)))
   (define ses
-    (make-stateless-servlet (current-custodian) (current-namespace) manager
+    (make-stateless-servlet (current-custodian) (current-namespace) (warning-manager rm path warn)
                             (or run-dir (current-directory))
                             (λ (req) (error 'servlet "not initialised"))
                             (signed-stuffer stuffer key)))
-  (define instance-id ((manager-create-instance manager) void))
+  (define lookup (manager-continuation-lookup (routed-manager-manager rm)))
   ;; web-server's make-stateless.servlet makes the handler once, and the handler runs each
   ;; request under the parameterization it was made in: under web-server's dispatcher, the
   ;; first request's, whose URL every later stuffed URL is then built on. Made here for
   ;; each request, in the request's own (initialize-servlet only captures it).
   (define (handle req)
+    (define k (continuation-of (request-uri req)))
     (cond
-      [(or (eq? (continuation-of (request-uri req)) 'bad) (bad-kont? req)) 'bad-url]
+      [(or (eq? k 'bad) (bad-kont? req)) 'bad-url]
+      [k (resume ses req run-dir lookup k)]
       [else
        (with-handlers ([exn:fail:bad-url? (λ (e) 'bad-url)]
                        [exn:fail:stale-url? (λ (e) (expired-page req))])
-         (in-servlet ses req run-dir instance-id (λ () ((initialize-servlet start) req))))]))
-  (loaded-servlet 'stateless handle #f))
+         (in-servlet ses req run-dir (routed-manager-new-instance! rm)
+                     (λ () ((initialize-servlet start) req))))]))
+  (loaded-servlet 'stateless handle rm))
+
+;; resume : servlet request (or/c path #f) (continuation-id -> box) (list natural natural natural)
+;;          -> (or/c response #f)
+;; The stored continuation k names, run for req; an expiration page when it has gone.
+(define (resume srv req dir lookup k)
+  (in-servlet
+   srv req dir (car k)
+   (λ ()
+     (with-handlers ([exn:fail:servlet-manager:no-instance?
+                      (λ (e) (expired (exn:fail:servlet-manager:no-instance-expiration-handler e) req))]
+                     [exn:fail:servlet-manager:no-continuation?
+                      (λ (e) (expired (exn:fail:servlet-manager:no-continuation-expiration-handler e) req))])
+       ((custodian-box-value (lookup (car k) (cadr k) (caddr k))) req)))))
+
+;; warning-manager : routed-manager path (string -> void) -> manager
+;; rm's manager, which says once, at the first continuation stored, that a stateless
+;; servlet keeps a stateful continuation.
+(define (warning-manager rm path warn)
+  (define m (routed-manager-manager rm))
+  (define store! (manager-continuation-store! m))
+  (define warned? #f)
+  (struct-copy manager m
+               [continuation-store!
+                (λ (id k expiration-handler)
+                  (unless warned?
+                    (set! warned? #t)
+                    (warn (format "~a declares interface-version 'stateless (or is in #lang web-server) but captured a stateful continuation (send/suspend and its family from web-server/servlet): it is kept in this worker's memory, as for a stateful servlet; for URLs that carry it, use web-server/lang/web's send/suspend instead"
+                                  path)))
+                  (store! id k expiration-handler))]))
 
 ;; bad-kont? : request -> boolean
 ;; send/suspend/hidden's field goes to `read`: it must be one written byte string.

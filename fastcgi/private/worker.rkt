@@ -4,7 +4,7 @@
 ;; ping paths (status-paths.rkt), and reports to the manager over its private control socket (control.rkt;
 ;; not stdout, which the application may print to), which first gives it the keys:
 ;;   hello PID   then   ready   then   stat REQUESTS ACTIVE CONNECTIONS SLOW SHED QUEUE-DELAY
-;;   SESSIONS LOG-DROPPED   when they change, and   metrics ...   (metrics.rkt's line) after
+;;   SESSIONS LOG-DROPPED OLDEST-AGE-MS   when they change, and   metrics ...   (metrics.rkt's line) after
 ;;   requests were answered
 ;;   limit N   before ready, with --max-requests: the limit this worker drew (recycle-limit.rkt)
 ;;   recycle REASON   once, when it wants to be replaced (max-requests)
@@ -27,6 +27,7 @@
          "log-file.rkt"
          "log.rkt"
          "logging.rkt"
+         "memory-guard.rkt"
          "metrics.rkt"
          "preflight.rkt"
          "queue-time.rkt"
@@ -179,8 +180,9 @@
 ;; the manager.
 (define (serve-app cfg listener metrics #:secret [secret #f] #:relay-key [relay-key #f]
                    #:report report! #:board board #:on-load-failure fail)
-  (define lim (serve-config-limits cfg))
+  (define lim (serve-config-worker-limits cfg))
   (define-values (app-handler roles servlet) (load-configured-app cfg fail #:secret secret))
+  (when (limits-request-memory lim) (start-memory-guard! (limits-request-memory lim)))
   (define (open-log flag path)
     (with-handlers ([exn:fail:filesystem?
                      (λ (e) (fail (format "~a ~a: cannot open it for writing: ~a" flag
@@ -390,21 +392,35 @@
 ;; The counters now; reported when they differ from the last ones reported.
 (define (report-stat! a report!)
   (define srv (app-server a))
+  (define oldest (oldest-request-ms srv))
   (define now (list (hash-ref (server-stats srv) 'requests 0) (unbox (server-running srv))
                     (hash-ref (server-stats srv) 'connections 0) (unbox (app-slow a))
                     (hash-ref (server-stats srv) 'shed 0)
                     (inexact->exact (round (queue-delay-ms srv)))
                     (let ([s (app-sessions a)]) (if s (unbox (cdr s)) 0))
-                    (log-lines-dropped)))
+                    (log-lines-dropped)
+                    oldest))
   (define last (app-last-stat a))
   (unless (equal? now (unbox last))
     (set-box! last now)
-    (apply report! "stat ~a ~a ~a ~a ~a ~a ~a ~a" now))
+    ;; the oldest request's age, in ms (0: none): the manager's clock is not this one
+    (define age (if oldest (max 1 (inexact->exact (round (- (now-ms) oldest)))) 0))
+    (apply report! "stat ~a ~a ~a ~a ~a ~a ~a ~a ~a" (append (reverse (cdr (reverse now))) (list age))))
   (define observed (metrics-observed (app-metrics a)))
   (unless (eqv? observed (unbox (app-last-observed a)))
     (set-box! (app-last-observed a) observed)
     (report! "~a" (metrics->line (app-metrics a))))
   now)
+
+;; oldest-request-ms : server -> (or/c flonum #f)
+;; When the oldest request of the server's connections began (this process's clock), or
+;; #f when none is under way: what the manager's watchdog times from (manager-watch.rkt).
+(define (oldest-request-ms srv)
+  (for*/fold ([oldest #f]) ([c (in-list (table-values (server-connections srv)))]
+                            [r (in-list (table-values (conn-requests c)))]
+                            #:unless (eq? (fastcgi-request-state r) 'done))
+    (define t (fastcgi-request-start-ms r))
+    (if (or (not oldest) (< t oldest)) t oldest)))
 
 ;; make-observer : metrics (or/c log-file #f) -> (fastcgi-request flonum -> void)
 ;; Each answered request goes into the metrics and, with an access log, its line; its queue

@@ -280,14 +280,26 @@ servlet dispatcher reads a servlet module:
  @item{@racketidfont{interface-version} @racket['v2] with @racketidfont{manager} and
        @racketidfont{start};}
  @item{@racketidfont{interface-version} @racket['stateless] with @racketidfont{start} and,
-       optionally, @racketidfont{manager} (default: a manager that keeps nothing) and
-       @racketidfont{stuffer} (default: @racketidfont{default-stuffer});}
+       optionally, @racketidfont{manager} (default: @racket[serve/servlet]'s default
+       manager, below) and @racketidfont{stuffer} (default:
+       @racketidfont{default-stuffer});}
  @item{only @racketidfont{start}: continuations in @racket[serve/servlet]'s default
        manager, a threshold LRU manager (below); a module written in
        @racketmodname[web-server] (@tt{#lang web-server}) that provides only
        @racketidfont{start} is a stateless servlet with @racketidfont{default-stuffer}, as
        @racket[serve/servlet] with @racket[#:stateless? #t] serves it.}
 ]
+A stateless servlet's continuations travel in its URLs, and its manager keeps none of
+them. One may still capture stateful ones: a module in @tt{#lang web-server/base} that
+also requires @racketmodname[web-server/servlet] and calls its @racket[send/suspend]
+family (easy to write, and it runs under @racket[serve/servlet], which is stateful).
+web-server's servlet dispatcher gives a stateless servlet a manager that keeps nothing,
+and there each such page fails (@tt{No instance for id: 0}). Here a stateless servlet's
+manager (the module's, or the default) keeps such continuations as for a stateful servlet
+(in the worker that captured them; other workers pass their URLs on to it), and the
+first capture in a process logs one warning naming the mix and the fix (web-server/lang/
+web's @racket[send/suspend], whose continuation is in the URL).
+
 Servlets with an @racketidfont{interface-version} run with the module's folder as
 @racket[current-directory], as under the servlet dispatcher; others in the server's. A
 file in @tt{#lang web-server/insta} would start an HTTP server of its own when loaded:
@@ -593,7 +605,7 @@ The options, grouped and described as @DFlag{help} prints them, then notes:
        no limit)''}
  @item{@DFlag{request-memory} @nonterm{size} ---
        ``Memory one request's handler may hold: past it, the handler is ended and the front
-       gets 500 (default: no limit)'' (@secref["runaway"]).}
+       gets 500 (default: --max-memory when it is given, else no limit)'' (@secref["runaway"]).}
 ]
 
 A @nonterm{size} is a number of bytes, optionally followed by @tt{k}, @tt{m} or @tt{g}
@@ -1067,11 +1079,21 @@ sessions' memory bound (@DFlag{servlet-memory}, ours) goes on, on the monotonic 
        is held by a foreign call made without @racket[#:blocking? #t] (no Racket thread
        runs until the call returns, the accepting ones included). After 3 seconds without
        a line the worker shows as @tt{late} on the status (its state, and
-       @tt{late_workers}); after the @DFlag{request-timeout} plus 10 seconds (without
-       @DFlag{request-timeout}: 60 plus 10 seconds) the manager kills it with SIGKILL,
-       logs @tt{worker 1234 sent nothing for 11 s (frozen, stopped, or blocked in a
-       foreign call): killing it}, counts it under @tt{unresponsive_kills} and starts its
-       replacement at once. The requests on its connections fail with it (the front sees
+       @tt{late_workers}). With @DFlag{request-timeout}, the manager kills it with SIGKILL
+       once its oldest request (which each worker reports when it changes) has run past
+       the request timeout plus 4 seconds while the worker was silent for 3 seconds or more,
+       or once it has been silent for the request timeout plus 4 seconds (it froze before
+       it could report the request: its last line came before the request began). So a
+       request on a frozen worker, and every request on its connections, is settled (an
+       answer from the front, or a closed connection) within the request timeout plus
+       about 4.3 seconds. The 4 seconds outlast a worker's longest silence that is not a
+       fault, a major collection: 1.5 seconds for a worker holding 1.4 GiB here
+       (@filepath{bench/OPTIMISATIONS.md}); a worker holding several GiB may need a longer
+       @DFlag{request-timeout}. Without @DFlag{request-timeout} it is killed after 60 plus
+       10 seconds of silence. The manager logs @tt{worker 1234 sent nothing for 5 s
+       (frozen, stopped, or blocked in a foreign call): killing it (its oldest request has
+       run 5 s; --request-timeout 1)}, counts it under @tt{unresponsive_kills} and starts
+       its replacement at once. The requests on its connections fail with it (the front sees
        the connection close; nginx answers 502); connections still waiting in the listen
        queue are accepted by the other workers or by the replacement, so none waits
        without bound.}
@@ -1089,7 +1111,10 @@ sessions' memory bound (@DFlag{servlet-memory}, ours) goes on, on the monotonic 
 
 A handler that runs away ends its own request, not the process that serves it.
 
-@bold{Memory.} With @DFlag{request-memory} (the @racket[#:request-memory] limit), each
+@bold{Memory.} With @DFlag{request-memory} (the @racket[#:request-memory] limit; under
+@exec{raco fastcgi serve}, @DFlag{max-memory} sets it to the same size when it is not
+given: one request may hold the worker's whole share, and a runaway one is ended alone
+instead of taking the worker, and every request on it, past the hard ceiling), each
 handler runs in a thread of its own under a custodian of its own, limited with
 @racket[custodian-limit-memory]. Racket charges that custodian with the memory its
 threads (the handler's, and those it starts) reach and the rest of the process does not,
@@ -1102,8 +1127,17 @@ and the worker go on. Notes:
  @item{What a handler adds to something the process keeps (a cache, a session, a global)
        is the process's, not the request's: it is not counted, and @DFlag{max-memory} and
        the hard ceiling are the bound for that.}
- @item{The limit is checked at major collections: a handler that allocates fast may hold
-       a few times the limit before it is ended.}
+ @item{The limit is checked at major collections, and Racket starts one only when the
+       heap has about doubled since the last: a handler that allocates fast would hold
+       twice the limit and more before it is ended. So, with a limit, a thread of the
+       worker reads the heap's size every 10 ms (it costs nanoseconds) and starts a major
+       collection whenever the heap has grown by an eighth of the limit (16 MiB at least)
+       since the last one: a handler is ended within about that of its limit, whatever
+       its rate. A handler that allocated 400 MiB a second under @DFlag{max-memory}
+       @tt{300m} was ended with its worker's private memory at 350-368 MiB, the requests
+       beside it answered (it reached 985 MiB before, past the default hard ceiling of
+       600 MiB). An app whose live memory grows fast pays a major collection per eighth
+       of the limit it grows by.}
  @item{A killed thread gives back nothing it held. A lock of the application's own that it
        held stays taken, as after @racket[kill-thread] (prefer kill-safe abstractions). A
        handler killed in the middle of a send has its connection closed, since a record
@@ -1345,6 +1379,8 @@ bytes less the shared ones: what @DFlag{max-memory} compares), @tt{shared_memory
 @secref["preload-memory"]), @tt{forked} (@tt{true} when its loader forked it; in the
 JSON only), @tt{max_requests} (the
 limit it drew, @secref["recycle"]; @tt{null} without @DFlag{max-requests}),
+@tt{oldest_request} (seconds its oldest request under way has run, as of its last report,
+which the watchdog times from: @secref["recycle"]; @tt{null} with none; in the JSON only),
 @tt{start_time} and @tt{uptime}. A worker's counters are as fresh as its last
 report (0.1 s).
 
@@ -2348,15 +2384,20 @@ one the workers accept on): put it where nothing cleans, such as @filepath{/run}
 @itemlist[
  @item{A step of the wall clock, forward or back, fires no deadline early and delays
        none: every deadline and interval runs on the monotonic clock (@secref["pm"]).}
- @item{A request that allocates without bound ends alone under @DFlag{request-memory};
+ @item{A request that allocates without bound ends alone under @DFlag{request-memory}
+       (by default @DFlag{max-memory}'s size), however fast it allocates: within about an
+       eighth of the limit past it (a handler allocating 400 MiB a second under
+       @DFlag{max-memory} @tt{300m} left its worker at 350-368 MiB of private memory,
+       under the 600 MiB hard ceiling, the requests beside it answered);
        a worker whose private memory (what it does not share with other processes:
        @secref["preload-memory"]) passes @DFlag{max-memory-hard} is replaced without
        waiting; @racket[exit]
        in a handler ends its request only, and in a thread a handler started, that thread
        only (@secref["runaway"], @secref["recycle"]).}
  @item{A worker that is frozen, stopped or blocked in a foreign call is seen as
-       @tt{late} within seconds and replaced after @DFlag{request-timeout} plus 10
-       seconds (@secref["recycle"]).}
+       @tt{late} within seconds and, with @DFlag{request-timeout}, replaced so that its
+       requests are settled within the request timeout plus about 4.3 seconds (60 plus 10
+       seconds of silence without it) (@secref["recycle"]).}
  @item{Reloads run one at a time, the last one asked serves in the end, and @exec{ctl
        reload} reports its own reload's outcome (@secref["signals"]).}
  @item{A start that cannot work exits non-zero within seconds with one line, and leaves no
