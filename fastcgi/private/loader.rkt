@@ -42,34 +42,47 @@
   (list servlet-mod web-mod relay-mod sessions-mod
         'web-server/servlet/web-cells 'web-server/http/xexpr))
 
-;; run-loader : serve-config -> none
-(define (run-loader cfg)
-  (define master-pid (serve-config-master-pid cfg))
+;; run-loader : serve-config [#:base (or/c #f 'raw 'servlet)] -> none
+;; A generation's loader; with base, the pool's base instead (run-base).
+(define (run-loader cfg #:base [base #f])
   (break-enabled #f)
-  (set-process-name! "fastcgi-loader")
-  (die-with-parent! master-pid SIGTERM)
+  (set-process-name! (if base "fastcgi-base" "fastcgi-loader"))
+  (die-with-parent! (serve-config-master-pid cfg) SIGTERM)
   (start-stderr-logging! (serve-config-log-level cfg) #:tag (format "[~a]" (getpid)))
-  (define-values (in out)
-    (with-handlers ([exn:fail? (λ (e)
-                                 (log-fastcgi-fatal "loader: cannot reach the manager: ~a" (log-escape (exn-message e)))
-                                 (flush-logging)
-                                 (exit 3))])
-      (define-values (in out) (private-connect (control-name (serve-config-pool-prefix cfg))))
-      (read-keys in 30)
-      (values in out)))
-  (define (report! fmt . args)
-    (with-handlers ([exn:fail? (λ (e) #f)])
-      (write-string (string-append (apply format fmt args) "\n") out)
-      (flush-output out)
-      #t))
-  (report! "loader ~a" (getpid))
-  ;; the listening socket (fd 0) leaves the standard descriptors while the app loads, as
-  ;; in a worker: a program the app starts at load does not get it as its standard input
+  (define-values (in out) (connect-manager cfg))
+  (define report! (reporter out))
+  (report! "~a ~a" (if base "base" "loader") (getpid))
+  ;; the listening socket (fd 0) leaves the standard descriptors, as in a worker: a
+  ;; program started while loading does not get it as its standard input
   (define listen-fd (dup-cloexec 0))
   (unless (exact-integer? listen-fd)
     (report! "failed cannot keep the listening socket: errno ~a" (car listen-fd))
     (exit 3))
   (null-onto! 0)
+  (if base
+      (run-base cfg base listen-fd in out report!)
+      (load-generation cfg listen-fd in out report!)))
+
+;; connect-manager : -> (values input-port output-port) ; the control connection, keys read
+(define (connect-manager cfg)
+  (with-handlers ([exn:fail? (λ (e)
+                               (log-fastcgi-fatal "loader: cannot reach the manager: ~a" (log-escape (exn-message e)))
+                               (flush-logging)
+                               (exit 3))])
+    (define-values (in out) (private-connect (control-name (serve-config-pool-prefix cfg))))
+    (read-keys in 30)
+    (values in out)))
+
+;; reporter : output-port -> (string any ... -> boolean) ; a line to the manager
+(define ((reporter out) fmt . args)
+  (with-handlers ([exn:fail? (λ (e) #f)])
+    (write-string (string-append (apply format fmt args) "\n") out)
+    (flush-output out)
+    #t))
+
+;; load-generation : serve-config fd input-port output-port (string any ... -> any) -> none
+;; Loads the app, checks what a fork cannot share, makes the heap static, then forks.
+(define (load-generation cfg listen-fd in out report!)
   (define kind
     (with-handlers ([(λ (e) #t)
                      (λ (e)
@@ -78,8 +91,7 @@
                        (flush-logging)
                        (exit 3))])
       (preload-app (serve-config-app cfg))))
-  (when (eq? kind 'servlet)
-    (for ([m (in-list servlet-modules)]) (dynamic-require m #f)))
+  (when (eq? kind 'servlet) (load-servlet-modules!))
   (define hazards (fork-hazards (list listen-fd (unsafe-port->file-descriptor in) (unsafe-port->file-descriptor out))))
   (when (pair? hazards)
     (define what (string-join (map log-escape hazards) "; "))
@@ -89,26 +101,62 @@
       (exit 0))
     (report! "forced ~a" what))
   (make-heap-static!)
-  (report! "loaded ~a" (current-memory-use))
+  (report! "loaded ~a ~a" kind (current-memory-use))
   (serve-forks cfg listen-fd in out report!))
+
+;; load-servlet-modules! : -> void
+(define (load-servlet-modules!)
+  (for ([m (in-list servlet-modules)]) (dynamic-require m #f)))
+
+;; run-base : serve-config (or/c 'raw 'servlet) fd input-port output-port
+;;            (string any ... -> any) -> none
+;; The pool's base: the runtime and the worker's modules (and web-server's, for a servlet)
+;; loaded once, heap static, no app. Each later generation's loader is forked from it
+;; (a line   loader G   answered   forked-loader G PID) and loads only the app on top, so
+;; that generations share all that (a reload keeps old generations while their sessions
+;; drain). The app itself is never loaded here: a reload must find its new code.
+(define (run-base cfg kind listen-fd in out report!)
+  (when (eq? kind 'servlet) (load-servlet-modules!))
+  (define hazards (fork-hazards (list listen-fd (unsafe-port->file-descriptor in) (unsafe-port->file-descriptor out))))
+  (when (pair? hazards)
+    (report! "unsafe ~a" (string-join (map log-escape hazards) "; "))
+    (flush-logging)
+    (exit 0))
+  (make-heap-static!)
+  (report! "ready ~a" (current-memory-use))
+  (let loop ()
+    (define line (next-line in))
+    (define m (and (string? line) (regexp-match #px"^loader ([0-9]+)$" line)))
+    (cond
+      [(eof-object? line) (flush-logging) (exit 0)]
+      [(not m) (loop)]
+      [else
+       (define pid (fork-flushed!))
+       (cond
+         [(zero? pid)
+          (become-own! cfg in out)
+          (set-process-name! "fastcgi-loader")
+          (define-values (in2 out2) (connect-manager cfg))
+          (define report2! (reporter out2))
+          (report2! "loader ~a" (getpid))
+          (load-generation cfg listen-fd in2 out2 report2!)]
+         [else
+          (when (negative? pid) (log-fastcgi-error "base: fork failed"))
+          (report! "forked-loader ~a ~a" (cadr m) pid)
+          (loop)])])))
 
 ;; serve-forks : serve-config fd input-port output-port (string any ... -> any) -> none
 ;; Answers the manager's fork lines until it goes away or SIGTERM comes.
 (define (serve-forks cfg listen-fd in out report!)
   (let loop ()
-    (define line (with-handlers ([exn:break? (λ (e) eof)]
-                                 [exn:fail? (λ (e) eof)])
-                   (sync/enable-break (read-line-evt* in))))
+    (define line (next-line in))
     (define m (and (string? line) (regexp-match #px"^fork ([0-9]+)$" line)))
     (cond
       [(eof-object? line) (flush-logging) (exit 0)]
       [(not m) (loop)]
       [else
        (define id (string->number (cadr m)))
-       (flush-logging)
-       (flush-output (current-output-port))
-       (flush-output (current-error-port))
-       (define pid (fork-child!))
+       (define pid (fork-flushed!))
        (cond
          [(zero? pid) (become-worker! cfg id listen-fd in out)]
          [else
@@ -116,28 +164,45 @@
           (report! "forked ~a ~a" id pid)
           (loop)])])))
 
-;; read-line-evt* : input-port -> evt ; ready with the next line, read by this thread
-(define (read-line-evt* in)
-  (wrap-evt in (λ (_) (read-line in 'linefeed))))
+;; next-line : input-port -> (or/c string eof-object)
+;; The manager's next line; eof when it goes away or SIGTERM comes.
+(define (next-line in)
+  (with-handlers ([exn:break? (λ (e) eof)]
+                  [exn:fail? (λ (e) eof)])
+    (sync/enable-break (wrap-evt in (λ (_) (read-line in 'linefeed))))))
+
+;; fork-flushed! : -> integer ; fork-child!, the logs and standard ports flushed first
+(define (fork-flushed!)
+  (flush-logging)
+  (flush-output (current-output-port))
+  (flush-output (current-error-port))
+  (fork-child!))
 
 ;; become-worker! : serve-config natural fd input-port output-port -> none
 ;; In the forked process: what it shares with the loader and its siblings is made its
 ;; own, then it serves as worker id, with the listening socket as fd 0 (run-worker takes
 ;; it from there, as a spawned worker does).
 (define (become-worker! cfg id listen-fd in out)
-  (fresh-runtime-descriptors!)
+  (become-own! cfg in out)
   (move-descriptor! listen-fd 0)
+  (set-process-name! "fastcgi-worker")
+  (run-worker (serve-config-for-worker cfg #:pool-prefix (serve-config-pool-prefix cfg)
+                                      #:master-pid (serve-config-master-pid cfg) #:worker-id id)))
+
+;; become-own! : serve-config input-port output-port -> void
+;; In a forked process: what it shares with its forker and siblings is made its own (the
+;; runtime's descriptors, the random generator; the forker's control connection closed),
+;; once the manager is its parent (the intermediate has exited: fork.rkt).
+(define (become-own! cfg in out)
+  (fresh-runtime-descriptors!)
   (close-input-port in)
   (close-output-port out)
   (reseed-random!)
-  (set-process-name! "fastcgi-worker")
-  ;; the manager is its parent once the intermediate exited (fork.rkt)
   (unless (await-new-parent! (serve-config-master-pid cfg) 10)
-    (log-fastcgi-fatal "forked worker ~a: not re-parented to the manager" id)
+    (log-fastcgi-fatal "forked process: not re-parented to the manager")
     (flush-logging)
     (exit 3))
-  (run-worker (serve-config-for-worker cfg #:pool-prefix (serve-config-pool-prefix cfg)
-                                      #:master-pid (serve-config-master-pid cfg) #:worker-id id)))
+  (die-with-parent! (serve-config-master-pid cfg) SIGTERM))
 
 ;; without-prefix : string -> string ; load-app's own errors without their "raco-fastcgi: "
 (define (without-prefix msg)

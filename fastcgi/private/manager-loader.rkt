@@ -25,15 +25,44 @@
 
 ;; running-loaders : manager -> (listof loader) ; those whose exit is still to be seen
 (define (running-loaders m)
-  (for/list ([ld (in-hash-values (manager-loaders m))] #:unless (loader-exited? ld)) ld))
+  (define base (manager-base m))
+  (append (if (and base (not (loader-exited? base))) (list base) '())
+          (for/list ([ld (in-sequences (in-hash-values (manager-loaders m))
+                                       (in-list (manager-stopped-loaders m)))]
+                     #:when (loader-sp ld)
+                     #:unless (loader-exited? ld))
+            ld)))
 
-;; loader-exited! : manager loader -> void
+;; loader-exited! : manager loader -> void ; a generation's loader, or the base
 (define (loader-exited! m ld)
   (set-loader-exited?! ld #t)
+  (set-manager-stopped-loaders! m (remq ld (manager-stopped-loaders m)))
   (await-reports! m (λ () (or (not (loader-control ld)) (loader-reports-done? ld))))
   (when (loader-control ld) (with-handlers ([exn:fail? void]) (close-output-port (loader-control ld))))
+  (if (eq? ld (manager-base m))
+      (base-exited! m ld)
+      (generation-loader-exited! m ld)))
+
+;; base-exited! : manager loader -> void
+;; A base that served a while is replaced; one that could not start or died young is not
+;; (the loaders then start as processes of their own).
+(define (base-exited! m base)
+  (define status (describe-exit-status (child-status (loader-sp base))))
+  (cond
+    [(or (manager-stopping? m) (eq? (loader-state base) 'unsafe)) (void)]
+    [(and (eq? (loader-state base) 'ready) (> (- (now-ms) (loader-started-ms base)) crash-window-ms))
+     (log-fastcgi-warning "the base ~a exited (~a): a new one starts" (loader-pid base) status)
+     (start-base! m (manager-base-kind m))]
+    [else
+     (log-fastcgi-error "the base ~a exited (~a) soon after it started: each generation's loader loads the app as a process of its own"
+                        (loader-pid base) status)
+     (set-loader-state! base 'gone)])
+  (start-waiting-loaders! m))
+
+;; generation-loader-exited! : manager loader -> void
+(define (generation-loader-exited! m ld)
   (define g (loader-gen ld))
-  (define status (describe-exit-status (subprocess-status (loader-sp ld))))
+  (define status (describe-exit-status (child-status (loader-sp ld))))
   (define state (loader-state ld))
   (define now (now-ms))
   (cond
@@ -94,5 +123,7 @@
 ;; stop-loaders! : manager -> void ; at a stop: no more forks, and the listening socket
 ;; they hold closes with them
 (define (stop-loaders! m)
+  (define base (manager-base m))
+  (when (and base (not (loader-exited? base))) (send-signal! (loader-pid base) SIGTERM))
   (for ([g (in-list (hash-keys (manager-loaders m)))]) (stop-loader! m g)))
 

@@ -49,7 +49,7 @@
     (with-handlers ([exn:fail? (λ (e) #f)])
       (define hello (read-line in))
       (when (equal? hello "board") (answer-board! out (board)))
-      (define m (and (string? hello) (regexp-match #rx"^(?:hello|loader) ([0-9]+)$" hello)))
+      (define m (and (string? hello) (regexp-match #rx"^(?:hello|loader|base) ([0-9]+)$" hello)))
       (and m (string->number (cadr m)))))
   (when pid
     (channel-put messages (list pid out))
@@ -57,7 +57,7 @@
       (let loop ()
         (define line (read-line in))
         (when (string? line)
-          (if (regexp-match? #rx"^forked " line)
+          (if (regexp-match? #rx"^forked(?:-loader)? " line)
               (channel-put fork-replies line)
               (channel-put messages (list pid line)))
           (loop))))
@@ -109,7 +109,10 @@
 
 ;; loader-by-pid : manager natural -> (or/c loader #f)
 (define (loader-by-pid m pid)
-  (for/first ([ld (in-hash-values (manager-loaders m))] #:when (= (loader-pid ld) pid)) ld))
+  (define base (manager-base m))
+  (if (and base (eqv? (loader-pid base) pid))
+      base
+      (for/first ([ld (in-hash-values (manager-loaders m))] #:when (eqv? (loader-pid ld) pid)) ld)))
 
 ;; loader-message! : manager loader (or/c output-port eof-object string) -> void
 (define (loader-message! m ld x)
@@ -119,9 +122,12 @@
     [else
      (define r (regexp-match #px"^([a-z]+) ?(.*)$" x))
      (define what (and r (caddr r)))
+     (define base? (eq? ld (manager-base m)))
      (case (and r (cadr r))
-       [("loaded") (loaded! m ld (string->number what))]
-       [("unsafe") (unsafe! m ld what)]
+       [("loaded") (let ([k (regexp-match #px"^(raw|servlet) ([0-9]+)$" what)])
+                     (loaded! m ld (and k (string->symbol (cadr k))) (and k (string->number (caddr k)))))]
+       [("ready") (when base? (base-ready! m ld (string->number what)))]
+       [("unsafe") (if base? (base-unsafe! m ld what) (unsafe! m ld what))]
        ;; escaped by the loader: one line of plain ASCII
        [("forced")
         (log-fastcgi-warning "generation ~a: --preload: forking all the same, though loading the app left what a fork cannot share: ~a"
@@ -129,18 +135,37 @@
        [("failed") (set-loader-failure! ld what)]
        [else (void)])]))
 
-;; loaded! : manager loader (or/c natural #f) -> void
-;; The generation's workers asked so far are forked now.
-(define (loaded! m ld image)
+;; loaded! : manager loader (or/c 'raw 'servlet #f) (or/c natural #f) -> void
+;; The generation's workers asked so far are forked now. The first generation's kind is
+;; what the pool's base will load (manager-workers.rkt's start-loader!).
+(define (loaded! m ld kind image)
   (set-loader-state! ld 'ready)
   (set-loader-image! ld image)
   (define g (loader-gen ld))
   (log-fastcgi-info "generation ~a loaded once by loader ~a (a heap of ~a MiB, shared): forking its workers"
                     g (loader-pid ld) (if image (quotient image 1048576) "?"))
+  (when (and kind (not (manager-base-kind m)))
+    (set-manager-base-kind! m kind))
   (define n (loader-wanted ld))
   (set-loader-wanted! ld 0)
   (when (wanted-generation? m g)
     (for ([_ (in-range n)]) (spawn! m g))))
+
+;; base-ready! : manager loader (or/c natural #f) -> void
+(define (base-ready! m base image)
+  (set-loader-state! base 'ready)
+  (set-loader-image! base image)
+  (log-fastcgi-debug "the base ~a is ready (a heap of ~a MiB): later loaders are forked from it"
+                     (loader-pid base) (if image (quotient image 1048576) "?"))
+  (start-waiting-loaders! m))
+
+;; base-unsafe! : manager loader string -> void
+;; Loading the libraries left what a fork cannot share: loaders start as processes.
+(define (base-unsafe! m base what)
+  (set-loader-state! base 'unsafe)
+  (log-fastcgi-warning "the base: loading the libraries left what a fork cannot share (~a): each generation's loader loads them itself"
+                       what)
+  (start-waiting-loaders! m))
 
 ;; unsafe! : manager loader string -> void
 ;; The generation's workers each load the app, as with --no-preload.

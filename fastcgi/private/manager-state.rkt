@@ -12,6 +12,7 @@
          make-worker
          (except-out (struct-out loader) loader)
          make-loader
+         loader-started!
          generation-loader
          read-memory!
          (except-out (struct-out manager) manager)
@@ -69,7 +70,8 @@
           #f #f #f -inf.0 #f forked?))
 
 ;; The loader of a generation (loader.rkt): the process that loads the app once and
-;; forks the generation's workers. sp: its subprocess. state: 'loading, 'ready (it takes
+;; forks the generation's workers. sp: its child-process (a subprocess, or forked by the
+;; pool's base), #f while it waits for the base. state: 'waiting (for the base), 'loading, 'ready (it takes
 ;; fork requests), 'unsafe (loading left what a fork cannot share: the generation's
 ;; workers load the app themselves), 'gone (it exited or failed). control: the output port
 ;; of its control connection, once it said hello. wanted: workers asked of it while it
@@ -77,15 +79,24 @@
 ;; why the app does not load, as it said. reports-done?: its control connection ended.
 ;; rss: its resident memory as last read. exited?: the manager has seen it exit. deaths:
 ;; how many loaders of its generation died in a row soon after they started, before it.
-(struct loader (gen sp pid started-ms
+(struct loader (gen [sp #:mutable] [pid #:mutable] [started-ms #:mutable]
                     [state #:mutable] [control #:mutable] [wanted #:mutable] [image #:mutable]
                     [failure #:mutable] [reports-done? #:mutable] [rss #:mutable]
                     [exited? #:mutable] [deaths #:mutable])
   #:transparent)
 
-;; make-loader : #:generation natural #:process subprocess #:now flonum -> loader
+;; make-loader : #:generation natural #:process (or/c child-process #f) #:now flonum -> loader
+;; (the pool's base is one too, of generation 0: loader.rkt). Without a process, it waits
+;; for the base (state 'waiting, no pid) and gets one with loader-started!.
 (define (make-loader #:generation gen #:process sp #:now now)
-  (loader gen sp (subprocess-pid sp) now 'loading #f 0 #f #f #f #f #f 0))
+  (loader gen sp (and sp (child-pid sp)) now (if sp 'loading 'waiting) #f 0 #f #f #f #f #f 0))
+
+;; loader-started! : loader child-process flonum -> void ; a waiting loader's process, loading
+(define (loader-started! ld sp now)
+  (set-loader-sp! ld sp)
+  (set-loader-pid! ld (child-pid sp))
+  (set-loader-started-ms! ld now)
+  (set-loader-state! ld 'loading))
 
 ;; read-memory! : worker flonum -> void
 ;; Its resident memory, its shared part (read every shared-every-ms: costly) and its
@@ -121,9 +132,14 @@
 ;; Preloading: preload? (the workers are forked from a loader per generation: the
 ;; configuration allows it and the manager could become the subreaper of its
 ;; descendants), loaders (generation -> loader), fork-replies (the channel of the loaders'
-;; "forked" lines, which the manager awaits while it forks a worker).
+;; "forked" lines, which the manager awaits while it forks a worker or a loader), base
+;; (the pool's base, a loader struct of generation 0 from which later loaders are forked,
+;; or #f), base-kind (what the base loads: 'raw or 'servlet, as the first generation) and
+;; stopped-loaders (loaders stopped whose exit is still to be seen: a forked one is the
+;; manager's to reap).
 (struct manager (config pid plan listener address listen-port control prefix pid-file scoreboard
                         messages start-ms relay-key workers totals cut preload? loaders fork-replies
+                        [base #:mutable] [base-kind #:mutable] [stopped-loaders #:mutable]
                         [secret #:mutable] [gen #:mutable] [next-id #:mutable] [stopping? #:mutable]
                         [failures #:mutable] [last-failure-ms #:mutable] [last-start-error #:mutable]
                         [ever-ready? #:mutable] [next-spawn-ms #:mutable]
@@ -142,7 +158,7 @@
            control prefix pid-file
            (and pid-file (string-append pid-file ".status.json"))
            (make-channel) start-ms relay-key (make-hasheqv) (make-hasheq) (make-weak-hasheq)
-           preload? (make-hasheqv) (make-channel)
+           preload? (make-hasheqv) (make-channel) #f #f '()
            secret 1 0 #f
            0 0. #f
            #f 0.

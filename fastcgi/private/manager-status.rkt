@@ -72,6 +72,8 @@
           'loader_pid (let ([ld (serving-loader m)]) (if ld (loader-pid ld) (json-null)))
           'image_memory (let ([ld (serving-loader m)]) (or (and ld (loader-rss ld)) (json-null)))
           'loader_restarts (total 'loader_restarts)
+          'base_pid (let ([b (manager-base m)])
+                      (if (and b (eq? (loader-state b) 'ready) (not (loader-exited? b))) (loader-pid b) (json-null)))
           'accepted_connections (total 'accepted_connections worker-connections)
           'requests (total 'requests worker-requests)
           'listen_queue (or (listener-queue-length (manager-listener m)) (json-null))
@@ -114,7 +116,7 @@
     [(not (manager-preload? m)) "off"]
     [(not ld) "fallback"]
     [else (case (loader-state ld)
-            [(loading) "loading"]
+            [(waiting loading) "loading"]
             [(ready) "forked"]
             [(unsafe) "unsafe"]
             [else "fallback"])]))

@@ -14,6 +14,8 @@
          "signals.rkt")
 (provide spawn!
          start-loader!
+         start-waiting-loaders!
+         start-base!
          stop-loader!
          stop-idle-loaders!
          pending-forks
@@ -41,7 +43,7 @@
      (define new (start-loader! m g))
      (set-loader-wanted! new (add1 (loader-wanted new)))
      #f]
-    [(eq? (loader-state ld) 'loading)
+    [(memq (loader-state ld) '(waiting loading))
      (set-loader-wanted! ld (add1 (loader-wanted ld)))
      #f]
     [(eq? (loader-state ld) 'ready) (or (fork-worker! m ld) (spawn-process! m g))]
@@ -50,7 +52,7 @@
 ;; pending-forks : manager natural -> natural ; workers of generation g asked of its loader
 (define (pending-forks m g)
   (define ld (generation-loader m g))
-  (if (and ld (eq? (loader-state ld) 'loading)) (loader-wanted ld) 0))
+  (if (and ld (memq (loader-state ld) '(waiting loading))) (loader-wanted ld) 0))
 
 ;; worker-config : manager natural -> serve-config ; what worker id runs with
 (define (worker-config m id)
@@ -77,30 +79,108 @@
                      (if (worker-forked? w) ", forked" ""))
   w)
 
-;; start-racket : manager path serve-config -> subprocess
-;; racket running module with the configuration, the listening socket as fd 0
-(define (start-racket m module cfg)
+;; start-racket : manager path serve-config [(listof string)] -> subprocess
+;; racket running module with the arguments and the configuration, the listening socket
+;; as fd 0
+(define (start-racket m module cfg [args '()])
   (define-values (sp out in err)
-    (subprocess (passable (current-output-port)) (manager-listen-port m) (passable (current-error-port))
-                (find-exe) "-N" (if (eq? module loader-module) "fastcgi-loader" "fastcgi-worker")
-                "-t" (path->string module)
-                "--" (let ([o (open-output-string)]) (write-serve-config cfg o) (get-output-string o))))
+    (apply subprocess (passable (current-output-port)) (manager-listen-port m) (passable (current-error-port))
+           (find-exe) "-N" (if (eq? module loader-module) "fastcgi-loader" "fastcgi-worker")
+           "-t" (path->string module)
+           "--" (append args (list (let ([o (open-output-string)]) (write-serve-config cfg o) (get-output-string o))))))
   sp)
 
-;; start-loader! : manager natural -> loader ; generation g's loader, loading
+;; start-loader! : manager natural -> loader
+;; Generation g's loader. The first generation's is a process of its own; once it has
+;; loaded, the kind of app is known (base-kind), and every later loader (a reload's, or
+;; one that replaces a dead loader) is forked from the pool's base, which is started for
+;; the first of them (the loader waits for it): it shares the runtime and the libraries
+;; with the other generations. Without a usable base, a process of its own.
 (define (start-loader! m g)
-  (define sp (start-racket m loader-module (worker-config m 0)))
-  (define ld (make-loader #:generation g #:process sp #:now (now-ms)))
+  (define base (or (manager-base m)
+                   (and (manager-base-kind m) (start-base! m (manager-base-kind m)))))
+  (define ld
+    (make-loader #:generation g
+                 #:process (and (not (and base (eq? (loader-state base) 'loading)))
+                                (loader-process m base g))
+                 #:now (now-ms)))
   (hash-set! (manager-loaders m) g ld)
-  (log-fastcgi-debug "started loader ~a (generation ~a)" (loader-pid ld) g)
+  (if (loader-pid ld)
+      (log-fastcgi-debug "started loader ~a (generation ~a~a)" (loader-pid ld) g
+                         (if (subprocess? (loader-sp ld)) "" ", forked from the base"))
+      (log-fastcgi-debug "generation ~a's loader waits for the base" g))
   ld)
+
+;; start-waiting-loaders! : manager -> void
+;; The base is ready, or cannot serve: the loaders that waited for it start.
+(define (start-waiting-loaders! m)
+  (define base (manager-base m))
+  (for ([ld (in-list (hash-values (manager-loaders m)))]
+        #:when (eq? (loader-state ld) 'waiting)
+        #:unless (or (manager-stopping? m) (and base (eq? (loader-state base) 'loading))))
+    (loader-started! ld (loader-process m (manager-base m) (loader-gen ld)) (now-ms))
+    (log-fastcgi-debug "started loader ~a (generation ~a~a)" (loader-pid ld) (loader-gen ld)
+                       (if (subprocess? (loader-sp ld)) "" ", forked from the base"))))
+
+;; loader-process : manager (or/c loader #f) natural -> child-process
+(define (loader-process m base g)
+  (or (and base (eq? (loader-state base) 'ready) (fork-from-base! m base g))
+      (start-racket m loader-module (worker-config m 0))))
+
+;; start-base! : manager (or/c 'raw 'servlet) -> loader ; the pool's base, loading
+(define (start-base! m kind)
+  (set-manager-base-kind! m kind)
+  (define sp (start-racket m loader-module (worker-config m 0)
+                           (list (if (eq? kind 'servlet) "base-servlet" "base-raw"))))
+  (define base (make-loader #:generation 0 #:process sp #:now (now-ms)))
+  (set-manager-base! m base)
+  (log-fastcgi-debug "started the base ~a (~a)" (loader-pid base) kind)
+  base)
+
+;; fork-from-base! : manager loader natural -> (or/c child-process #f)
+;; Asks the base for generation g's loader and waits for its answer; #f when it fails or
+;; does not answer in time (the base is then killed: the manager starts another when it
+;; sees it exit).
+(define (fork-from-base! m base g)
+  (define pid (ask-fork m base (format "loader ~a" g) (format "forked-loader ~a" g)))
+  (cond
+    [(and pid (positive? pid)) (adopt-child pid)]
+    [else
+     (log-fastcgi-error "the base ~a ~a: starting the loader as a process of its own" (loader-pid base)
+                        (if pid "could not fork" (format "did not answer within ~a s" fork-timeout)))
+     (unless pid
+       (set-loader-state! base 'gone)
+       (send-signal! (loader-pid base) SIGKILL))
+     #f]))
+
+;; ask-fork : manager loader string string -> (or/c integer #f)
+;; Writes the line to the forker and waits for its answer, "PREFIX PID"; #f when the line
+;; cannot be written or no answer comes within fork-timeout seconds (answers to an earlier
+;; ask, which timed out, are passed over).
+(define (ask-fork m ld line prefix)
+  (define sent?
+    (with-handlers ([exn:fail? (λ (e) #f)])
+      (write-string (string-append line "\n") (loader-control ld))
+      (flush-output (loader-control ld))
+      #t))
+  (define deadline (wrap-evt (alarm-at-evt (+ (now-ms) (* 1000 fork-timeout))) (λ (_) #f)))
+  (and sent?
+       (let loop ()
+         (define answer (sync deadline (manager-fork-replies m)))
+         (define r (and (string? answer)
+                        (regexp-match (pregexp (string-append "^" (regexp-quote prefix) " (-?[0-9]+)$")) answer)))
+         (cond
+           [(not answer) #f]
+           [(not r) (loop)]
+           [else (string->number (cadr r))]))))
 
 ;; stop-loader! : manager natural -> void ; generation g needs its loader no more
 (define (stop-loader! m g)
   (define ld (generation-loader m g))
   (when ld
     (hash-remove! (manager-loaders m) g)
-    (when (eq? (subprocess-status (loader-sp ld)) 'running)
+    (set-manager-stopped-loaders! m (cons ld (manager-stopped-loaders m)))
+    (when (and (loader-sp ld) (eq? (child-status (loader-sp ld)) 'running))
       (log-fastcgi-debug "stopping loader ~a (generation ~a)" (loader-pid ld) g)
       (send-signal! (loader-pid ld) SIGTERM))))
 
@@ -121,21 +201,7 @@
 ;; starts another when it sees it exit) and the worker is spawned instead.
 (define (fork-worker! m ld)
   (define id (next-worker-id! m))
-  (define sent?
-    (with-handlers ([exn:fail? (λ (e) #f)])
-      (write-string (format "fork ~a\n" id) (loader-control ld))
-      (flush-output (loader-control ld))
-      #t))
-  (define deadline (alarm-at-evt (+ (now-ms) (* 1000 fork-timeout))))
-  (define pid
-    (and sent?
-         (let loop ()
-           (define line (sync deadline (manager-fork-replies m)))
-           (define r (and (string? line) (regexp-match #px"^forked ([0-9]+) (-?[0-9]+)$" line)))
-           (cond
-             [(not line) #f]
-             [(or (not r) (not (= (string->number (cadr r)) id))) (loop)]  ; a late answer to an earlier ask
-             [else (string->number (caddr r))]))))
+  (define pid (ask-fork m ld (format "fork ~a" id) (format "forked ~a" id)))
   (cond
     [(and pid (positive? pid))
      (add-worker! m (make-worker #:id id #:process (adopt-child pid) #:generation (loader-gen ld)
