@@ -6,17 +6,22 @@
 ;; inherits (and puts back on its fd 0); it never accepts on it.
 ;;
 ;; It talks to the manager on its own control connection (control.rkt's keys first):
-;;   loader PID            it is up
-;;   loaded BYTES          the app is loaded, the heap (BYTES) static: it takes fork lines
-;;   unsafe WHAT; WHAT...  loading the app left what a fork cannot share: it exits, and
-;;                         the manager starts the generation's workers as processes of
-;;                         their own (each loads the app)
-;;   forced WHAT; WHAT...  the same found with --preload: it forks all the same
-;;   failed REASON         the app does not load (escaped: one line); it exits 3
+;;   loader PID                it is up
+;;   loaded KIND BYTES         the app (raw or servlet) is loaded, the heap (BYTES) static:
+;;                             it takes fork lines
+;;   unsafe WHAT; WHAT...      loading the app left what a fork cannot share: it exits, and
+;;                             the manager starts the generation's workers as processes of
+;;                             their own (each loads the app)
+;;   forced WHAT; WHAT...      the same found with --preload: it forks all the same
+;;   failed REASON             the app does not load (escaped: one line); it exits 3
 ;; and for each manager's line   fork ID   it answers   forked ID PID   (PID -1: the fork
 ;; failed). The forked process returns from the fork in this module and becomes worker
 ;; ID (worker.rkt's run-worker): the app and the worker's modules are already there.
-;; SIGTERM, or the end of its control connection, stops it; so does the manager's death.
+;;
+;; The pool's base (run-base) is the same program without the app: it says   base PID,
+;; then   ready BYTES   (or unsafe), and answers each   loader G   with   forked-loader G
+;; PID: that process becomes generation G's loader, as above, on top of the base's heap.
+;; SIGTERM, or the end of its control connection, stops either; so does the manager's death.
 (require ffi/unsafe/port
          racket/runtime-path
          racket/string

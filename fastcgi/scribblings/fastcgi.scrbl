@@ -850,6 +850,19 @@ servlet, a forked worker's private memory was about 12 MiB after a few requests,
 a worker that loads the app itself holds about 190 MiB of its own; @filepath{bench/RESULTS.md}
 has the figures of @exec{make bench}.
 
+@bold{Generations share a base.} A reload loads the app again, in a new loader, and the
+old generation's workers live on while they drain their sessions: each generation would
+hold a whole image (the runtime, the server's modules, web-server, the app). So at the
+first reload the manager starts the pool's @deftech{base} (@tt{fastcgi-base}): a process
+that loads the runtime, the worker's modules and, when the first generation's app was a
+servlet, web-server and the server's servlet modules, never the app; makes its heap static;
+and forks every later loader (a reload's, or one that replaces a dead loader), which then
+loads only the app on top. Generations after the first share the base's pages and differ
+only by their app. The reload that starts the base waits for it (about a second); if the
+base cannot start, finds what a fork cannot share, or dies soon after it started, loaders
+load everything themselves, as the first one did; one that dies after serving a while is
+replaced. The status gives its pid (@tt{base_pid}).
+
 @bold{After the fork, each worker is a process of its own.} The runtime's @tt{epoll} set
 and its wake-up pipe, which the fork leaves shared with the loader and the other workers,
 are replaced by fresh ones; the pseudo-random generator (the current one,
@@ -1353,7 +1366,8 @@ loads the app itself), @tt{loader_pid} (the serving generation's loader while it
 forks; @tt{null} otherwise),
 @tt{image_memory} (the loader's resident memory in bytes: the image its workers share;
 @tt{null} when no loader runs), @tt{loader_restarts} (loaders started again after one
-died), @tt{accepted_connections}, @tt{requests}, @tt{listen_queue} (connections waiting
+died), @tt{base_pid} (the pool's base once it serves, @secref["preload"]; @tt{null} before
+the first reload and without one), @tt{accepted_connections}, @tt{requests}, @tt{listen_queue} (connections waiting
 in the accept queue: TCP only, read from the socket's @tt{TCP_INFO}; @tt{null} for a unix
 socket), @tt{active_workers} (with a request in flight), @tt{idle_workers},
 @tt{total_workers} (starting and draining included), @tt{late_workers} and
