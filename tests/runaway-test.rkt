@@ -23,7 +23,8 @@
 ;; The app. /leak: 1 KiB pieces, all kept, up to 1 GiB (a pause each 64 KiB, so that the
 ;; requests beside it have time to come); /leak-write: the same with 64 KiB pieces, each
 ;; also written out (most of its time is spent in a send, holding the connection's write
-;; lock); /grow: 1 MiB every 20 ms, all kept, up to 1 GiB; /slow: answers after 2 s;
+;; lock); /grow: 1 MiB every 20 ms, all kept in a module-level box (the process's memory,
+;; which no request's limit counts), up to 1 GiB; /slow: answers after 2 s;
 ;; /exit: exit before any output; /write-exit: exit after some output left;
 ;; /thread-exit: a thread the handler starts calls exit, and the handler answers once that
 ;; thread has ended; /late-exit: a thread the handler starts calls exit 0.3 s after the
@@ -32,6 +33,8 @@
 #lang racket/base
 (require racket/os fastcgi)
 (provide fastcgi-handler)
+;; what /grow keeps: the process's (a module-level box), not its request's
+(define kept (box '()))
 (define (fastcgi-handler r)
   (define uri (fastcgi-param r "REQUEST_URI" #"/"))
   (define out (fastcgi-request-stdout r))
@@ -51,10 +54,10 @@
          (write-bytes piece out)
          (loop (cons piece acc) (add1 n))))]
     [(equal? uri #"/grow")
-     (let loop ([acc '()] [n 0])
+     (let loop ([n 0])
        (cond
-         [(< n 1024) (sleep 0.02) (loop (cons (make-bytes (* 1024 1024) 1) acc) (add1 n))]
-         [else (answer (format "grown ~a\n" (length acc)))]))]
+         [(< n 1024) (sleep 0.02) (set-box! kept (cons (make-bytes (* 1024 1024) 1) (unbox kept))) (loop (add1 n))]
+         [else (answer (format "grown ~a\n" (length (unbox kept))))]))]
     [(equal? uri #"/slow") (sleep 2) (answer (format "~a" (getpid)))]
     [(equal? uri #"/exit") (exit 3)]
     [(equal? uri #"/write-exit") (answer "partial") (flush-output out) (exit 3)]
