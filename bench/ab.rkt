@@ -4,7 +4,7 @@
 ;; measured in alternation so that a noisy machine hurts every variant alike.
 ;;
 ;;   racket bench/ab.rkt [--servlet] [--close] [--tcp] [--big] [--rounds N] [--seconds S] [--connections N] [--strace] \
-;;                       [--churn] [--perf DIR] [--idle N] NAME=TREE ...
+;;                       [--churn] [--perf DIR] [--idle N] [--tree-cpu] NAME=TREE ...
 ;;
 ;; TREE is a directory holding a `fastcgi/` collection (e.g. a copy of the tree before a
 ;; change, and /work/main), `c` for the C responder (bench/c-responder, hello only), or
@@ -44,6 +44,14 @@
   (define stat (file->string (format "/proc/~a/stat" pid)))
   (define fields (string-split (substring stat (cdr (last (regexp-match-positions* #rx"\\)" stat))))))
   (values (string->number (list-ref fields 11)) (string->number (list-ref fields 12))))
+
+;; backend-ticks : natural -> (values natural natural) ; cpu-ticks, with --tree-cpu summed
+;; over the process and its live descendants (a pool's workers)
+(define tree-cpu? (box #f))
+(define (backend-ticks pid)
+  (for/fold ([u 0] [s 0]) ([p (in-list (if (unbox tree-cpu?) (tree-pids pid) (list pid)))])
+    (define-values (pu ps) (with-handlers ([exn:fail? (λ (e) (values 0 0))]) (cpu-ticks p)))
+    (values (+ u pu) (+ s ps))))
 
 ;; machine-ticks : -> (values natural natural) ; all CPUs' busy and total ticks (/proc/stat)
 ;; The first eight fields: user nice system idle iowait irq softirq steal (guest time is
@@ -189,6 +197,7 @@
      ["--churn" "also count connections accepted per request (perf stat, accept4)" (set! churn? #t)]
      ["--perf" dir "also record each backend with perf (cpu-clock) into DIR/NAME.data" (set! perf-dir dir)]
      ["--idle" n "RSS per idle keep-alive connection, over N connections" (set! idle (string->number n))]
+     ["--tree-cpu" "count the CPU of each backend's whole process tree (a pool: manager and workers)" (set-box! tree-cpu? #t)]
      #:args specs
      specs))
   (define variants
@@ -254,12 +263,12 @@
              (for ([o (in-list procs)])
                (signal-backend! o (if (eq? o pr) "-CONT" "-STOP")))
              (run-wrk url conns 1)
-             (define-values (u0 s0) (cpu-ticks (proc-pid pr)))
+             (define-values (u0 s0) (backend-ticks (proc-pid pr)))
              (define-values (nu0 ns0) (cpu-ticks (proc-pid nginx-proc)))
              (define-values (busy0 all0) (machine-ticks))
              (define counter (and churn? (start-accept-count (proc-pid pr) seconds)))
              (define l (run-wrk url conns seconds))
-             (define-values (u1 s1) (cpu-ticks (proc-pid pr)))
+             (define-values (u1 s1) (backend-ticks (proc-pid pr)))
              (define-values (nu1 ns1) (cpu-ticks (proc-pid nginx-proc)))
              (define-values (busy1 all1) (machine-ticks))
              (define accepts (and counter (finish-accept-count counter)))

@@ -6,7 +6,6 @@
 ;; costs nanoseconds) every period-ms and, when it has grown by step bytes since the last
 ;; major collection, starts one: a handler past its limit is then ended within about one
 ;; step of it (plus what it allocates during the collection), whatever its rate.
-(require racket/math)
 (provide start-memory-guard!
          guard-step)
 
@@ -14,7 +13,7 @@
 
 ;; guard-step : natural -> natural ; the growth that starts a collection, for a limit
 (define (guard-step limit)
-  (max (* 16 1024 1024) (exact-floor (/ limit 8))))
+  (max (* 16 1024 1024) (quotient limit 8)))
 
 ;; start-memory-guard! : natural -> thread ; for handlers limited to limit bytes each
 (define (start-memory-guard! limit)

@@ -166,8 +166,9 @@
     (scenario front "SIGHUP reloads" '() reload-often reloaded)
     (scenario front "--max-requests recycling" '("--max-requests" "300") void recycled))
   ;; (a --max-memory below what a worker holds at start recycles each worker as soon as
-  ;; it is ready; the hard ceiling, which stops a worker at once, is put out of the way)
-  (define max-memory-args '("--max-memory" "40m" "--max-memory-hard" "100g"))
+  ;; it is ready: a forked worker's own memory is about 10 MiB; the hard ceiling, which
+  ;; stops a worker at once, is put out of the way)
+  (define max-memory-args '("--max-memory" "4m" "--max-memory-hard" "100g"))
   (scenario 'nginx "--max-memory recycling" max-memory-args void recycled)
   (scenario 'haproxy "--max-memory recycling" max-memory-args void recycled)
 

@@ -530,10 +530,12 @@
         (method-notes res)
         (format "kept connections handed over by retiring workers (their log): ~a" (handed-over-since c log-mark))))
 
-;; worker-rss-mib : ctx -> natural ; the most resident memory of one ready worker, MiB
+;; worker-rss-mib : ctx -> natural ; the most private memory of one ready worker, MiB
 (define (worker-rss-mib c)
+  ;; what --max-memory compares: the status's private memory (resident less shared: a
+  ;; forked worker shares its loader's image)
   (quotient (for/fold ([m 0]) ([w (in-list (ready-workers c))])
-              (max m (with-handlers ([exn:fail? (λ (e) 0)]) (status-memory-kb (hash-ref w 'pid) 'VmRSS))))
+              (max m (let ([p (hash-ref w 'private_memory #f)]) (if (exact-integer? p) (quotient p 1024) 0))))
             1024))
 
 ;; reload-post : SIGHUP reloads one after the other (each waited for) under the POST load
