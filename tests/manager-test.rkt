@@ -460,8 +460,9 @@
    ;; the hard ceiling out of reach: a 256 MiB allocation can briefly show twice its size
    ;; in RSS, past 2 x --max-memory, and this case is about the graceful recycle
    ;; (200m: the 256 MiB kept are past it whether the worker loaded the app itself or
-   ;; was forked, whose own memory before them is about 10 MiB)
-   '("--workers" "1" "--max-memory" "200m" "--max-memory-hard" "8g")
+   ;; was forked, whose own memory before them is about 10 MiB; --request-memory above
+   ;; them, or the request, which allocates them, would be ended at --max-memory's share)
+   '("--workers" "1" "--max-memory" "200m" "--max-memory-hard" "8g" "--request-memory" "1g")
    #:ready 1
    (λ (p)
      (define before (ready-pids p))
