@@ -129,44 +129,40 @@
     (exit 0))
   (make-heap-static!)
   (report! "ready ~a" (current-memory-use))
-  (let loop ()
-    (define line (next-line in))
-    (define m (and (string? line) (regexp-match #px"^loader ([0-9]+)$" line)))
-    (cond
-      [(eof-object? line) (flush-logging) (exit 0)]
-      [(not m) (loop)]
-      [else
-       (define pid (fork-flushed!))
-       (cond
-         [(zero? pid)
-          (become-own! cfg in out)
-          (set-process-name! "fastcgi-loader")
-          (define-values (in2 out2) (connect-manager cfg))
-          (define report2! (reporter out2))
-          (report2! "loader ~a" (getpid))
-          (load-generation cfg listen-fd in2 out2 report2!)]
-         [else
-          (when (negative? pid) (log-fastcgi-error "base: fork failed"))
-          (report! "forked-loader ~a ~a" (cadr m) pid)
-          (loop)])])))
+  (answer-forks in report! "loader" "forked-loader"
+                (λ (g)
+                  (become-own! cfg in out)
+                  (set-process-name! "fastcgi-loader")
+                  (define-values (in2 out2) (connect-manager cfg))
+                  (define report2! (reporter out2))
+                  (report2! "loader ~a" (getpid))
+                  (load-generation cfg listen-fd in2 out2 report2!))))
 
 ;; serve-forks : serve-config fd input-port output-port (string any ... -> any) -> none
 ;; Answers the manager's fork lines until it goes away or SIGTERM comes.
 (define (serve-forks cfg listen-fd in out report!)
+  (answer-forks in report! "fork" "forked"
+                (λ (id) (become-worker! cfg id listen-fd in out))))
+
+;; answer-forks : input-port (string any ... -> any) string string (natural -> none) -> none
+;; For each manager's line   ASK N   a fork: the child runs (child N); the parent answers
+;; ANSWER N PID (PID -1: the fork failed). Until the manager goes away or SIGTERM comes.
+(define (answer-forks in report! ask answer child)
+  (define rx (pregexp (string-append "^" ask " ([0-9]+)$")))
   (let loop ()
     (define line (next-line in))
-    (define m (and (string? line) (regexp-match #px"^fork ([0-9]+)$" line)))
+    (define m (and (string? line) (regexp-match rx line)))
     (cond
       [(eof-object? line) (flush-logging) (exit 0)]
       [(not m) (loop)]
       [else
-       (define id (string->number (cadr m)))
+       (define n (string->number (cadr m)))
        (define pid (fork-flushed!))
        (cond
-         [(zero? pid) (become-worker! cfg id listen-fd in out)]
+         [(zero? pid) (child n)]
          [else
-          (when (negative? pid) (log-fastcgi-error "loader: fork failed"))
-          (report! "forked ~a ~a" id pid)
+          (when (negative? pid) (log-fastcgi-error "~a: fork failed" ask))
+          (report! "~a ~a ~a" answer n pid)
           (loop)])])))
 
 ;; next-line : input-port -> (or/c string eof-object)

@@ -142,15 +142,23 @@
 ;; does not answer in time (the base is then killed: the manager starts another when it
 ;; sees it exit).
 (define (fork-from-base! m base g)
-  (define pid (ask-fork m base (format "loader ~a" g) (format "forked-loader ~a" g)))
+  (fork-by! m base (format "loader ~a" g) (format "forked-loader ~a" g)
+            (format "the base ~a" (loader-pid base)) "the loader"))
+
+;; fork-by! : manager loader string string string string -> (or/c child-process #f)
+;; The process that the forker (a loader, or the base) forked when asked by line, or #f:
+;; then the failure is logged (what: the forker; whom: what is started instead as a
+;; process of its own) and a forker that did not answer is killed.
+(define (fork-by! m forker line prefix what whom)
+  (define pid (ask-fork m forker line prefix))
   (cond
     [(and pid (positive? pid)) (adopt-child pid)]
     [else
-     (log-fastcgi-error "the base ~a ~a: starting the loader as a process of its own" (loader-pid base)
-                        (if pid "could not fork" (format "did not answer within ~a s" fork-timeout)))
+     (log-fastcgi-error "~a ~a: starting ~a as a process of its own" what
+                        (if pid "could not fork" (format "did not answer within ~a s" fork-timeout)) whom)
      (unless pid
-       (set-loader-state! base 'gone)
-       (send-signal! (loader-pid base) SIGKILL))
+       (set-loader-state! forker 'gone)
+       (send-signal! (loader-pid forker) SIGKILL))
      #f]))
 
 ;; ask-fork : manager loader string string -> (or/c integer #f)
@@ -201,18 +209,10 @@
 ;; starts another when it sees it exit) and the worker is spawned instead.
 (define (fork-worker! m ld)
   (define id (next-worker-id! m))
-  (define pid (ask-fork m ld (format "fork ~a" id) (format "forked ~a" id)))
-  (cond
-    [(and pid (positive? pid))
-     (add-worker! m (make-worker #:id id #:process (adopt-child pid) #:generation (loader-gen ld)
-                                 #:now (now-ms) #:forked? #t))]
-    [else
-     (log-fastcgi-error "loader ~a ~a: starting the worker as a process of its own" (loader-pid ld)
-                        (if pid "could not fork" (format "did not answer within ~a s" fork-timeout)))
-     (unless pid
-       (set-loader-state! ld 'gone)
-       (send-signal! (loader-pid ld) SIGKILL))
-     #f]))
+  (define sp (fork-by! m ld (format "fork ~a" id) (format "forked ~a" id)
+                       (format "loader ~a" (loader-pid ld)) "the worker"))
+  (and sp (add-worker! m (make-worker #:id id #:process sp #:generation (loader-gen ld)
+                                      #:now (now-ms) #:forked? #t))))
 
 ;; drain! : manager worker string -> void ; SIGTERM: it finishes what it holds and exits
 ;; (a retiring worker too: it stops serving its sessions)
