@@ -239,8 +239,10 @@
        (check-equal? status 200 "served once the load is gone")))))
 
 (test-case "max-queue-delay: handlers waiting on I/O are not shed, however many"
+  ;; (0.5 s: at 0.1 s the scheduling of the burst itself, 300 connections at once, went
+  ;; past it on a busy machine now and then: 1 run of 3 at d7abc45 shed a few)
   (call-with-server
-   shed-app #:limits (make-limits #:max-queue-delay 0.1)
+   shed-app #:limits (make-limits #:max-queue-delay 0.5)
    (λ (addr)
      (define rs (burst addr "/wait" 300))
      (check-equal? (map car rs) (make-list 300 200) "300 concurrent sleeping handlers all served"))))
