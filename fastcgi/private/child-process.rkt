@@ -12,7 +12,6 @@
          (only-in "signals.rkt" signal-name))
 (provide become-subreaper!
          adopt-child
-         child-process?
          child-pid
          child-status
          describe-exit-status
@@ -44,9 +43,6 @@
 (define (adopt-child pid)
   (define fd (c-syscall-pidfd-open SYS_pidfd_open pid 0))
   (adopted pid (and (>= fd 0) fd) #f (if (>= fd 0) (unsafe-fd->evt fd 'read) always-evt)))
-
-;; child-process? : any -> boolean
-(define (child-process? x) (or (subprocess? x) (adopted? x)))
 
 ;; child-pid : child-process -> natural
 (define (child-pid p) (if (subprocess? p) (subprocess-pid p) (adopted-pid p)))

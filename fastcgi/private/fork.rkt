@@ -27,7 +27,6 @@
          fresh-runtime-descriptors!
          reseed-random!
          fork-hazards
-         runtime-descriptors
          set-process-name!
          move-descriptor!)
 

@@ -19,7 +19,6 @@
          "transport.rkt")
 (provide start-control-thread!
          message!
-         loader-by-pid
          wanted-generation?
          await-reports!)
 

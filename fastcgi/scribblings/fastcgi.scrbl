@@ -1143,10 +1143,11 @@ and the worker go on. Notes:
  @item{The limit is checked at major collections, and Racket starts one only when the
        heap has about doubled since the last: a handler that allocates fast would hold
        twice the limit and more before it is ended. So, with a limit, a thread of the
-       worker reads the heap's size every 10 ms (it costs nanoseconds) and starts a major
+       worker reads the heap's size every 10 ms while it grows, and down to every 160 ms while it
+       does not (a read costs nanoseconds), and starts a major
        collection whenever the heap has grown by an eighth of the limit (16 MiB at least)
-       since the last one: a handler is ended within about that of its limit, whatever
-       its rate. A handler that allocated 400 MiB a second under @DFlag{max-memory}
+       since the last one: a handler is ended within about that of its limit, plus what it
+       allocates between two looks, whatever its rate. A handler that allocated 400 MiB a second under @DFlag{max-memory}
        @tt{300m} was ended with its worker's private memory at 350-368 MiB, the requests
        beside it answered (it reached 985 MiB before, past the default hard ceiling of
        600 MiB). An app whose live memory grows fast pays a major collection per eighth
