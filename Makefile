@@ -25,7 +25,7 @@ install: racket-deps
 	@if $(RACO) pkg show -l fastcgi 2>/dev/null | grep -qF '(link "$(CURDIR)/fastcgi/")'; then :; else \
 	  if $(RACO) pkg show -l fastcgi 2>/dev/null | grep -q '^ *fastcgi '; then $(RACO) pkg remove --force fastcgi; fi; \
 	  $(RACO) pkg install --batch --deps fail --no-docs --link --name fastcgi "$(CURDIR)/fastcgi"; fi
-	$(RACO) make -v fastcgi/*.rkt fastcgi/private/*.rkt
+	$(RACO) make -v fastcgi/*.rkt fastcgi/private/*/*.rkt
 
 test-deps:
 	@missing=""; for p in $(APT_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \

@@ -33,7 +33,7 @@
          racket/port
          racket/string
          racket/unix-socket
-         "../fastcgi/private/protocol.rkt"
+         "../fastcgi/private/protocol/protocol.rkt"
          "../tests/integration/lib.rkt"
          "configs.rkt"
          "harness.rkt"
@@ -79,7 +79,7 @@
         "  (define (values-of ns) (for/list ([s (namespace-mapped-symbols ns)]) (namespace-variable-value s #t (λ () #f) ns)))\n"
         (format "  (define dir ~s)\n" (path->string (build-path tree "fastcgi" "private")))
         "  (define roots (append (values-of (make-base-namespace))\n"
-        "    (for*/list ([f (directory-list dir #:build? #t)] #:when (regexp-match? #rx\"[.]rkt$\" (path->string f))\n"
+        "    (for*/list ([f (in-directory dir)] #:when (regexp-match? #rx\"[.]rkt$\" (path->string f))\n"
         "                [m (in-value `(file ,(path->string f)))] #:when (module-declared? m #f)\n"
         "                [v (values-of (module->namespace m))]) v)))\n"
         "  (write-perf-map! (filter procedure? roots)))))\n")

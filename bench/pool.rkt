@@ -194,7 +194,7 @@
 
 ;; The manager counts a worker that dies younger than this as a crash, and from the
 ;; second crash in a row on delays the next start, twice as long each time
-;; (fastcgi/private/manager-state.rkt, crash-window-ms: 10 s). A worker killed to time its
+;; (fastcgi/private/manager/manager-state.rkt, crash-window-ms: 10 s). A worker killed to time its
 ;; replacement is older, so that its death is not a crash.
 (define crash-window-seconds 10)
 (define victim-min-age (+ crash-window-seconds 1))
@@ -318,7 +318,12 @@
 (define (stale-modules repo [apps '()])
   (define files
     (append
-     (for*/list ([d (list (build-path repo "fastcgi") (build-path repo "fastcgi" "private"))]
+     (for*/list ([d (let ([priv (build-path repo "fastcgi" "private")])
+                      ;; the collection, private/ (a flat tree before the folders by layer) and its folders
+                      (list* (build-path repo "fastcgi") priv
+                             (if (directory-exists? priv)
+                                 (filter directory-exists? (directory-list priv #:build? #t))
+                                 '())))]
                  #:when (directory-exists? d)
                  [f (in-list (directory-list d #:build? #t))]
                  #:when (regexp-match? #rx"[.]rkt$" (path->string f)))

@@ -4,6 +4,6 @@
 (define version "0.1")
 (define deps '("base" "web-server-lib" "unix-socket-lib"))
 (define build-deps '("rackunit-lib" "scribble-lib" "racket-doc" "web-server-doc"))
-(define raco-commands '(("fastcgi" fastcgi/private/raco "run and talk to FastCGI applications" #f)))
+(define raco-commands '(("fastcgi" fastcgi/private/cli/raco "run and talk to FastCGI applications" #f)))
 (define scribblings '(("scribblings/fastcgi.scrbl" () (net-library))))
 (define license 'MIT)

@@ -3,27 +3,27 @@
 ;; Arguments are checked here, at the boundary, as contracts would check them
 ;; (arg-checks.rkt says why not with racket/contract); nothing below checks them again per
 ;; request.
-(require "private/arg-checks.rkt"
-         "private/lazy.rkt"
+(require "private/util/arg-checks.rkt"
+         "private/util/lazy.rkt"
          racket/runtime-path
          (for-syntax racket/base)
-         (only-in "private/app.rkt" default-servlet-settings servlet-settings-timeout
+         (only-in "private/worker/app.rkt" default-servlet-settings servlet-settings-timeout
                   servlet-settings-memory)
-         "private/current.rkt"
-         (except-in "private/limits.rkt" make-limits)
-         (only-in "private/limits.rkt" [make-limits limits:make])
-         "private/log.rkt"
-         "private/protocol.rkt"
-         "private/request.rkt"
-         "private/server.rkt"
-         "private/transport.rkt")
+         "private/engine/current.rkt"
+         (except-in "private/util/limits.rkt" make-limits)
+         (only-in "private/util/limits.rkt" [make-limits limits:make])
+         "private/util/log.rkt"
+         "private/protocol/protocol.rkt"
+         "private/engine/request.rkt"
+         "private/engine/server.rkt"
+         "private/transport/transport.rkt")
 
 ;; The servlet side (web-server's structs, the adapter) loads when first used: a raw
 ;; application, which never uses it, runs without web-server in memory (web-server and
 ;; what it pulls in are a large share of a process's resident memory: see
 ;; bench/OPTIMISATIONS.md, web-server loads only for a servlet).
-(define-lazy "private/web.rkt" servlet->handler authorized)
-(define-lazy "private/servlet.rkt" start->servlet loaded-servlet-run)
+(define-lazy "private/servlet/web.rkt" servlet->handler authorized)
+(define-lazy "private/servlet/servlet.rkt" start->servlet loaded-servlet-run)
 
 ;; response?, for the check of a servlet's answer on every request: loaded on the first
 ;; check, then called directly (a define-lazy wrapper costs many times the predicate itself

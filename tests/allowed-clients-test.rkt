@@ -1,10 +1,10 @@
 #lang racket/base
-;; fastcgi/private/allowed-clients.rkt: the allowed-clients table (entries, prefixes,
+;; fastcgi/private/transport/allowed-clients.rkt: the allowed-clients table (entries, prefixes,
 ;; IPv4-mapped IPv6) and the warnings logged for invalid entries. No socket is opened;
 ;; over real connections it is tested in tests/security-test.rkt.
 (require rackunit
-         "../fastcgi/private/allowed-clients.rkt"
-         "../fastcgi/private/log.rkt")
+         "../fastcgi/private/transport/allowed-clients.rkt"
+         "../fastcgi/private/util/log.rkt")
 
 (test-case "allowed clients"
   (define table

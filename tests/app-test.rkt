@@ -1,12 +1,12 @@
 #lang racket/base
-;; fastcgi/private/app.rkt: loading the application file, on files written to a temp dir:
+;; fastcgi/private/worker/app.rkt: loading the application file, on files written to a temp dir:
 ;; a raw app, a servlet, their roles, and each mistake's one clear error; and the servlet
 ;; settings' defaults. (The app served: servlet-test; what loading costs: footprint-test;
 ;; a broken app at start: fail-fast-test.)
 (require racket/file
          rackunit
-         "../fastcgi/private/app.rkt"
-         "../fastcgi/private/limits.rkt")
+         "../fastcgi/private/worker/app.rkt"
+         "../fastcgi/private/util/limits.rkt")
 
 (define dir (make-temporary-file "fcgi-app-~a" 'directory))
 

@@ -1,9 +1,9 @@
 #lang racket/base
-;; fastcgi/private/catch.rkt: catching and catch-all against with-handlers, on a table of
+;; fastcgi/private/util/catch.rkt: catching and catch-all against with-handlers, on a table of
 ;; bodies: the body's value, what the predicate takes, what goes on to the enclosing
 ;; handler, and raised values that are not exceptions.
 (require rackunit
-         "../fastcgi/private/catch.rkt")
+         "../fastcgi/private/util/catch.rkt")
 
 ;; outcome : (-> any) -> any ; the thunk's value, or (list 'outer v) for what got past it
 (define (outcome thunk)

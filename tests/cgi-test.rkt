@@ -1,9 +1,9 @@
 #lang racket/base
-;; fastcgi/private/cgi.rkt, by tables: reason phrases, heads and status pages, refusal
+;; fastcgi/private/protocol/cgi.rkt, by tables: reason phrases, heads and status pages, refusal
 ;; reasons, CONTENT_LENGTH, and the status of a CGI head (against two regexps). No process.
 (require rackunit
          (only-in web-server/http/status-code message-for-status-code)
-         "../fastcgi/private/cgi.rkt")
+         "../fastcgi/private/protocol/cgi.rkt")
 
 (test-case "status-reason: web-server's phrases, RFC 9110's 413, RFC 6585's 431"
   (for ([row (in-list '((200 "OK") (302 "Found") (400 "Bad Request") (404 "Not Found")

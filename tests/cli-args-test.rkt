@@ -1,9 +1,9 @@
 #lang racket/base
-;; fastcgi/private/cli-args.rkt: the option values read from their text, on a table of
+;; fastcgi/private/cli/cli-args.rkt: the option values read from their text, on a table of
 ;; inputs and what each gives, or the one-line error (naming its flag) it raises.
 (require racket/file
          rackunit
-         "../fastcgi/private/cli-args.rkt")
+         "../fastcgi/private/cli/cli-args.rkt")
 
 ;; result : thunk -> any ; the value, or (list 'error message) for a user error
 (define (result thunk)

@@ -9,12 +9,12 @@
          racket/port
          rackunit
          "../fastcgi/client.rkt"
-         (only-in "../fastcgi/private/protocol.rkt" pairs->bytes record->bytes)
-         "../fastcgi/private/transport.rkt"
+         (only-in "../fastcgi/private/protocol/protocol.rkt" pairs->bytes record->bytes)
+         "../fastcgi/private/transport/transport.rkt"
          "lib/raw-peer.rkt")
 
 (define here (let-values ([(dir _n _d) (split-path (syntax-source #'here))]) dir))
-(define cli (path->string (build-path here ".." "fastcgi" "private" "raco.rkt")))
+(define cli (path->string (build-path here ".." "fastcgi" "private" "cli" "raco.rkt")))
 (define racket (path->string (find-system-path 'exec-file)))
 (define racket-exe (or (find-executable-path racket) racket))
 (define dir (make-temporary-file "fastcgi-cli-~a" 'directory))

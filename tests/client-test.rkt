@@ -9,9 +9,9 @@
          racket/string
          racket/unix-socket
          rackunit
-         (submod "../fastcgi/client.rkt" private)
+         (submod "../fastcgi/private/transport/client.rkt" private)
          "../fastcgi/client.rkt"
-         "../fastcgi/private/protocol.rkt")
+         "../fastcgi/private/protocol/protocol.rkt")
 
 ;; -- parse-cgi-response --------------------------------------------------------------------
 (for ([row (in-list

@@ -11,7 +11,7 @@
          racket/file
          rackunit
          "../fastcgi/client.rkt"
-         (only-in (submod "../fastcgi/client.rkt" private) cgi-params)
+         (only-in (submod "../fastcgi/private/transport/client.rkt" private) cgi-params)
          "integration/lib.rkt"
          "lib/serve.rkt")
 

@@ -1,10 +1,10 @@
 #lang racket/base
-;; fastcgi/private/clock.rkt: the monotonic clock of every deadline. now-ms never goes back,
+;; fastcgi/private/util/clock.rkt: the monotonic clock of every deadline. now-ms never goes back,
 ;; alarm-at-evt takes a time on it (not on the wall clock), and wall-ms-at turns one into
 ;; the wall-clock time shown in logs. (A step of the wall clock under a running server:
 ;; tests/clock-step-test.rkt.)
 (require rackunit
-         "../fastcgi/private/clock.rkt")
+         "../fastcgi/private/util/clock.rkt")
 
 (test-case "now-ms: a flonum that never goes back"
   (define a (now-ms))

@@ -10,7 +10,7 @@
          racket/tcp
          rackunit
          "../fastcgi/main.rkt"
-         "../fastcgi/private/protocol.rkt"
+         "../fastcgi/private/protocol/protocol.rkt"
          "lib/raw-peer.rkt")
 
 (define answer-size 3000000)

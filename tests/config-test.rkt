@@ -1,12 +1,12 @@
 #lang racket/base
-;; fastcgi/private/config.rkt, by tables and without processes: the defaults (and those
+;; fastcgi/private/worker/config.rkt, by tables and without processes: the defaults (and those
 ;; derived from other fields), the configuration written for a worker and read back
 ;; (every field, whatever its value), and the hash form `dev` hands to its app process.
 (require racket/port
          rackunit
-         "../fastcgi/private/config.rkt"
-         "../fastcgi/private/limits.rkt"
-         "../fastcgi/private/transport.rkt")
+         "../fastcgi/private/worker/config.rkt"
+         "../fastcgi/private/util/limits.rkt"
+         "../fastcgi/private/transport/transport.rkt")
 
 ;; round-trip : serve-config -> serve-config ; written as for a worker, read back
 (define (round-trip c)

@@ -5,7 +5,7 @@
 ;; connection. A raw peer (tests/lib/raw-peer.rkt) against an in-process server on a unix
 ;; socket; the handler is tests/lib/connection-handler.rkt's.
 (require rackunit
-         "../fastcgi/private/protocol.rkt"
+         "../fastcgi/private/protocol/protocol.rkt"
          "lib/connection-handler.rkt"
          "lib/raw-peer.rkt")
 

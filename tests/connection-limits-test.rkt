@@ -6,7 +6,7 @@
 ;; socket; the handler is tests/lib/connection-handler.rkt's.
 (require rackunit
          "../fastcgi/main.rkt"
-         "../fastcgi/private/protocol.rkt"
+         "../fastcgi/private/protocol/protocol.rkt"
          "lib/connection-handler.rkt"
          "lib/raw-peer.rkt")
 

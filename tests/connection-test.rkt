@@ -11,7 +11,7 @@
          racket/unix-socket
          rackunit
          "../fastcgi/main.rkt"
-         "../fastcgi/private/protocol.rkt"
+         "../fastcgi/private/protocol/protocol.rkt"
          "lib/connection-handler.rkt"
          "lib/raw-peer.rkt")
 

@@ -1,14 +1,14 @@
 #lang racket/base
-;; fastcgi/private/contain.rkt: a handler that runs away ends its own request, not the
+;; fastcgi/private/engine/contain.rkt: a handler that runs away ends its own request, not the
 ;; process. call-handler on a request over pipes (tests/lib/pipe-conn.rkt): its value, what
 ;; it raised, exit called by the handler (and exit anywhere else), and, with a memory
 ;; limit, a handler in a thread of its own, ended when it holds too much or is killed.
 ;; (The same in `raco fastcgi serve`'s workers: runaway-test.)
 (require rackunit
          "../fastcgi/main.rkt"
-         "../fastcgi/private/contain.rkt"
-         (only-in "../fastcgi/private/request.rkt" fastcgi-request-handler fastcgi-request-conn)
-         "../fastcgi/private/wire.rkt"
+         "../fastcgi/private/engine/contain.rkt"
+         (only-in "../fastcgi/private/engine/request.rkt" fastcgi-request-handler fastcgi-request-conn)
+         "../fastcgi/private/engine/wire.rkt"
          "lib/pipe-conn.rkt"
          "lib/raw-peer.rkt")
 

@@ -1,12 +1,12 @@
 #lang racket/base
-;; fastcgi/private/control.rkt: what the manager and its workers share with no file: the
+;; fastcgi/private/worker/control.rkt: what the manager and its workers share with no file: the
 ;; names of their private sockets, the keys line, the board asked for and answered (over
 ;; a real private socket of this process), and a --secret-file's secret.
 (require racket/file
          racket/os
          rackunit
-         "../fastcgi/private/control.rkt"
-         "../fastcgi/private/transport.rkt")
+         "../fastcgi/private/worker/control.rkt"
+         "../fastcgi/private/transport/transport.rkt")
 
 (test-case "the keys line and relay names"
   (define-values (in out) (make-pipe))

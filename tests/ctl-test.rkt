@@ -9,8 +9,8 @@
          racket/port
          racket/string
          rackunit
-         "../fastcgi/private/ctl.rkt"
-         "../fastcgi/private/signals.rkt"
+         "../fastcgi/private/cli/ctl.rkt"
+         "../fastcgi/private/os/signals.rkt"
          "integration/lib.rkt"
          "lib/app-sources.rkt"
          "lib/serve.rkt")

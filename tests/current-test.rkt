@@ -1,13 +1,13 @@
 #lang racket/base
-;; fastcgi/private/current.rkt: current-fastcgi-request, the raw request behind a servlet's
+;; fastcgi/private/engine/current.rkt: current-fastcgi-request, the raw request behind a servlet's
 ;; request. Its own default and value; the servlet adapter sets it for each request
 ;; (served here over a connection of pipes); a raw handler never needs it. (Behind nginx:
 ;; tests/integration/nginx-test.rkt.)
 (require rackunit
          web-server/http
          "../fastcgi/main.rkt"
-         (prefix-in private: "../fastcgi/private/current.rkt")
-         (only-in "../fastcgi/private/web.rkt" servlet->handler)
+         (prefix-in private: "../fastcgi/private/engine/current.rkt")
+         (only-in "../fastcgi/private/servlet/web.rkt" servlet->handler)
          "lib/pipe-conn.rkt"
          "lib/raw-peer.rkt")
 

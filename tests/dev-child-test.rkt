@@ -11,10 +11,10 @@
          racket/os
          racket/port
          rackunit
-         "../fastcgi/private/config.rkt"
-         "../fastcgi/private/dev-child.rkt"
+         "../fastcgi/private/worker/config.rkt"
+         "../fastcgi/private/dev/dev-child.rkt"
          "integration/lib.rkt")
-(require/expose "../fastcgi/private/dev-reload.rkt" (system-dirs))
+(require/expose "../fastcgi/private/dev/dev-reload.rkt" (system-dirs))
 
 (define (dev-settings dir)
   (hasheq 'dev-files (path->string (build-path dir "files-1"))

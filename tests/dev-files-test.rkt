@@ -4,7 +4,7 @@
 (require racket/file
          racket/path
          rackunit
-         "../fastcgi/private/dev-files.rkt"
+         "../fastcgi/private/dev/dev-files.rkt"
          "integration/lib.rkt")
 
 (test-case "file-stamp: time, size and inode; a rename over the file changes it; #f when missing"

@@ -7,7 +7,7 @@
          web-server/http
          web-server/http/response
          web-server/private/connection-manager
-         "../fastcgi/private/dev-page.rkt")
+         "../fastcgi/private/dev/dev-page.rkt")
 
 ;; written : response -> string ; the response as web-server writes it
 (define (written r)

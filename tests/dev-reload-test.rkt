@@ -12,11 +12,11 @@
          racket/string
          rackunit
          setup/dirs
-         "../fastcgi/private/config.rkt"
-         "../fastcgi/private/dev-files.rkt"
-         "../fastcgi/private/dev-reload.rkt"
+         "../fastcgi/private/worker/config.rkt"
+         "../fastcgi/private/dev/dev-files.rkt"
+         "../fastcgi/private/dev/dev-reload.rkt"
          "integration/lib.rkt")
-(require/expose "../fastcgi/private/dev-reload.rkt"
+(require/expose "../fastcgi/private/dev/dev-reload.rkt"
                 (gen gen-files gen-files-pos changed-file system-dirs display-path load-error
                      spawn! discard-spare!))
 
@@ -60,7 +60,7 @@
   (define dirs (system-dirs))
   (for ([d (list (find-system-path 'collects-dir) (find-collects-dir) (find-pkgs-dir))])
     (check-not-false (member (simple-form-path d) dirs) (path->string d)))
-  (check-true (in-dirs? (collection-file-path "worker.rkt" "fastcgi" "private") dirs))
+  (check-true (in-dirs? (collection-file-path "worker.rkt" "fastcgi" "private" "worker") dirs))
   (check-false (in-dirs? (string->path "/srv/app/app.rkt") dirs))
   (check-equal? dirs (remove-duplicates dirs)))
 

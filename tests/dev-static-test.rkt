@@ -14,7 +14,7 @@
          web-server/http
          web-server/private/connection-manager
          "integration/lib.rkt")
-(require/expose "../fastcgi/private/dev-static.rkt" (static-file static-dispatcher))
+(require/expose "../fastcgi/private/dev/dev-static.rkt" (static-file static-dispatcher))
 
 (define (with-dirs proc)
   (call-with-temp-dir

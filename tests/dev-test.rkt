@@ -11,7 +11,7 @@
            "integration/lib.rkt")
 
   (define here (let-values ([(dir _n _d) (split-path (syntax-source #'here))]) dir))
-  (define cli (path->string (simplify-path (build-path here ".." "fastcgi" "private" "raco.rkt"))))
+  (define cli (path->string (simplify-path (build-path here ".." "fastcgi" "private" "cli" "raco.rkt"))))
   (define racket (path->string (find-system-path 'exec-file)))
   (define racket-exe (or (find-executable-path racket) racket))
   ;; the web-server tutorial's examples (package web-server-doc), read, never changed

@@ -1,5 +1,5 @@
 #lang racket/base
-;; fastcgi/private/dispatch.rkt: what the reader does with each record it decoded, on a
+;; fastcgi/private/engine/dispatch.rkt: what the reader does with each record it decoded, on a
 ;; connection over pipes (tests/lib/pipe-conn.rkt) with no reader thread: dispatch! is
 ;; called here on each record, as the reader calls it. BEGIN_REQUEST (live, refused in
 ;; FastCGI terms, or a protocol error), PARAMS (admitted, or refused with a CGI status
@@ -8,12 +8,12 @@
 (require racket/port
          rackunit
          "../fastcgi/main.rkt"
-         "../fastcgi/private/protocol.rkt"
-         (only-in "../fastcgi/private/dispatch.rkt" dispatch! queue-delay-ms note-shed!)
-         (only-in "../fastcgi/private/request.rkt" fastcgi-request-state fastcgi-request-rejected
+         "../fastcgi/private/protocol/protocol.rkt"
+         (only-in "../fastcgi/private/engine/dispatch.rkt" dispatch! queue-delay-ms note-shed!)
+         (only-in "../fastcgi/private/engine/request.rkt" fastcgi-request-state fastcgi-request-rejected
                   request-param)
-         "../fastcgi/private/table.rkt"
-         "../fastcgi/private/wire.rkt"
+         "../fastcgi/private/util/table.rkt"
+         "../fastcgi/private/engine/wire.rkt"
          "lib/connection-handler.rkt"
          "lib/pipe-conn.rkt"
          "lib/raw-peer.rkt")

@@ -10,7 +10,7 @@
          rackunit)
 
 (define here (let-values ([(dir _n _d) (split-path (syntax-source #'here))]) dir))
-(define cli (path->string (build-path here ".." "fastcgi" "private" "raco.rkt")))
+(define cli (path->string (build-path here ".." "fastcgi" "private" "cli" "raco.rkt")))
 (define manual (call-with-input-file (build-path here ".." "fastcgi" "scribblings" "fastcgi.scrbl") port->string))
 (define readme (call-with-input-file (build-path here ".." "README.md") port->string))
 (define racket (find-executable-path (find-system-path 'exec-file)))
@@ -100,15 +100,24 @@
   (for ([f (in-list used)])
     (check-not-false (member f known) (format "README shows ~a, which no command takes" f))))
 
-(test-case "the README's layout names every module of fastcgi/private, and no module that is gone"
+(test-case "the README's layout lists the layers in order, each with every module of its folder, and no module that is gone"
   (define layout (let ([m (regexp-match #rx"\n## Layout\n(.*?)(\n## |$)" readme)]) (and m (cadr m))))
   (check-true (string? layout) "the README has a Layout section")
   (define dir (build-path here ".." "fastcgi" "private"))
-  (define modules (for/list ([f (in-list (directory-list dir))]
-                             #:when (regexp-match? #rx"[.]rkt$" (path->string f)))
-                    (path->string f)))
-  (for ([m (in-list modules)])
-    (check-true (string-contains? layout (string-append "`" m "`")) (format "~a is not in the layout" m)))
-  (for ([named (in-list (remove-duplicates (map cadr (regexp-match* #rx"`([a-z0-9-]+[.]rkt)`" layout #:match-select values))))])
-    (check-true (and (or (member named modules) (member named '("main.rkt" "client.rkt"))) #t)
+  (define layers (map car (call-with-input-file (build-path dir "layers.rktd") read)))
+  ;; each layer's bullet: from "- `util/`:" to the next bullet or blank line
+  (define bullets
+    (for/list ([m (in-list (regexp-match* #rx"\n- `([a-z]+)/`:(.*?)(?=\n- |\n\n)" layout #:match-select values))])
+      (cons (cadr m) (caddr m))))
+  (check-equal? (map car bullets) layers "the layout's bullets are the folders of layers.rktd, in order")
+  (define modules
+    (for*/list ([l (in-list layers)] [f (in-list (directory-list (build-path dir l)))]
+                #:when (regexp-match? #rx"[.]rkt$" (path->string f)))
+      (cons l (path->string f))))
+  (for ([lm (in-list modules)])
+    (define text (cond [(assoc (car lm) bullets) => cdr] [else ""]))
+    (check-true (string-contains? text (string-append "`" (cdr lm) "`"))
+                (format "~a/~a is not in its folder's bullet of the layout" (car lm) (cdr lm))))
+  (for ([named (in-list (remove-duplicates (map cadr (regexp-match* #rx"`(?:[a-z]+/)?([a-z0-9-]+[.]rkt)`" layout #:match-select values))))])
+    (check-true (and (or (member named (map cdr modules)) (member named '("main.rkt" "client.rkt" "layering-test.rkt"))) #t)
                 (format "the layout names ~a, which fastcgi/private does not have" named))))

@@ -1,7 +1,7 @@
 #lang racket/base
 ;; entropy.rkt: random-bytes gives as many bytes as asked, and different ones each time.
 (require rackunit
-         "../fastcgi/private/entropy.rkt")
+         "../fastcgi/private/util/entropy.rkt")
 
 (define (remove-duplicates* l) (hash-keys (for/hash ([x (in-list l)]) (values x #t))))
 

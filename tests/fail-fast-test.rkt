@@ -11,7 +11,7 @@
          racket/tcp
          rackunit
          "../fastcgi/client.rkt"
-         "../fastcgi/private/signals.rkt"
+         "../fastcgi/private/os/signals.rkt"
          "integration/lib.rkt"
          "lib/app-sources.rkt"
          "lib/serve.rkt")

@@ -1,7 +1,7 @@
 #lang racket/base
-;; fastcgi/private/fast-bytes.rkt: bytes-range=? against comparing the two slices.
+;; fastcgi/private/util/fast-bytes.rkt: bytes-range=? against comparing the two slices.
 (require rackunit
-         "../fastcgi/private/fast-bytes.rkt")
+         "../fastcgi/private/util/fast-bytes.rkt")
 
 (test-case "bytes-range=?: as comparing the two slices, at every offset and length"
   (define a (apply bytes (for/list ([i 40]) (random 3))))

@@ -13,8 +13,8 @@
          racket/string
          rackunit
          "../fastcgi/client.rkt"
-         "../fastcgi/private/ffi.rkt"
-         "../fastcgi/private/signals.rkt"
+         "../fastcgi/private/os/ffi.rkt"
+         "../fastcgi/private/os/signals.rkt"
          "integration/lib.rkt"
          "lib/serve.rkt")
 

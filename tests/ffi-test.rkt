@@ -1,9 +1,9 @@
 #lang racket/base
-;; The libc bindings (fastcgi/private/ffi.rkt): define-libc with and without saving errno,
+;; The libc bindings (fastcgi/private/os/ffi.rkt): define-libc with and without saving errno,
 ;; the descriptor flags set through fcntl, and IPv4-mapped addresses.
 (require ffi/unsafe
          rackunit
-         "../fastcgi/private/ffi.rkt")
+         "../fastcgi/private/os/ffi.rkt")
 
 (define-libc close/errno "close" _int -> _int)
 (define-libc close/no-errno "close" #:no-errno _int -> _int)

@@ -13,8 +13,8 @@
 (define here (let-values ([(dir name _) (split-path (path->complete-path (syntax-source #'here)))]) dir))
 (define main (path->string (simplify-path (build-path here ".." "fastcgi" "main.rkt"))))
 (define client (path->string (simplify-path (build-path here ".." "fastcgi" "client.rkt"))))
-(define app-module (path->string (simplify-path (build-path here ".." "fastcgi" "private" "app.rkt"))))
-(define limits-module (path->string (simplify-path (build-path here ".." "fastcgi" "private" "limits.rkt"))))
+(define app-module (path->string (simplify-path (build-path here ".." "fastcgi" "private" "worker" "app.rkt"))))
+(define limits-module (path->string (simplify-path (build-path here ".." "fastcgi" "private" "util" "limits.rkt"))))
 
 (define dir (make-temporary-file "fastcgi-footprint-~a" 'directory))
 
@@ -74,9 +74,9 @@
      "(stop)\n"))
    (format "~s" (list #f #t (list 200 #"servlet")))))
 
-(define cli-run (path->string (simplify-path (build-path here ".." "fastcgi" "private" "cli-run.rkt"))))
-(define serve-cli (path->string (simplify-path (build-path here ".." "fastcgi" "private" "serve-cli.rkt"))))
-(define worker (path->string (simplify-path (build-path here ".." "fastcgi" "private" "worker.rkt"))))
+(define cli-run (path->string (simplify-path (build-path here ".." "fastcgi" "private" "cli" "cli-run.rkt"))))
+(define serve-cli (path->string (simplify-path (build-path here ".." "fastcgi" "private" "cli" "serve-cli.rkt"))))
+(define worker (path->string (simplify-path (build-path here ".." "fastcgi" "private" "worker" "worker.rkt"))))
 
 ;; declared : (listof string) -> string ; a program that prints which of the libraries that
 ;; cost a process most (racket/contract and what loads it) are declared after these

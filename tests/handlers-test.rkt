@@ -1,18 +1,18 @@
 #lang racket/base
-;; fastcgi/private/handlers.rkt: a request's run and end on its connection, over pipes
+;; fastcgi/private/engine/handlers.rkt: a request's run and end on its connection, over pipes
 ;; (tests/lib/pipe-conn.rkt): run-handler! (the answer, the running slot, retire!, the
 ;; observer), a handler that raises or whose body was already refused, retire! and the
 ;; connection's graceful close, abort-all!, start-pending!, and the request timeout's
 ;; break and end from outside; and, end to end, a handler that raises on a kept connection.
 (require rackunit
          "../fastcgi/main.rkt"
-         (only-in "../fastcgi/private/handlers.rkt" run-handler! retire! conn-close! abort-all!
+         (only-in "../fastcgi/private/engine/handlers.rkt" run-handler! retire! conn-close! abort-all!
                   start-pending! start-handler! check-request-timeouts! stat-add! observe!)
-         (only-in "../fastcgi/private/request-state.rkt" fastcgi-request-state
+         (only-in "../fastcgi/private/engine/request-state.rkt" fastcgi-request-state
                   set-fastcgi-request-rejected! fastcgi-request-handler)
-         (only-in "../fastcgi/private/limits.rkt" limits-idle-timeout)
-         "../fastcgi/private/table.rkt"
-         "../fastcgi/private/wire.rkt"
+         (only-in "../fastcgi/private/util/limits.rkt" limits-idle-timeout)
+         "../fastcgi/private/util/table.rkt"
+         "../fastcgi/private/engine/wire.rkt"
          "integration/lib.rkt"
          "lib/connection-handler.rkt"
          "lib/pipe-conn.rkt"

@@ -9,11 +9,11 @@
          racket/runtime-path
          racket/unix-socket
          rackunit
-         "../fastcgi/private/handover.rkt"
-         "../fastcgi/private/transport.rkt"
+         "../fastcgi/private/os/handover.rkt"
+         "../fastcgi/private/transport/transport.rkt"
          "integration/lib.rkt")
 
-(define-runtime-path handover-module "../fastcgi/private/handover.rkt")
+(define-runtime-path handover-module "../fastcgi/private/os/handover.rkt")
 (define setpriv (path->string (require-program! "/usr/bin/setpriv" "util-linux")))
 (define racket-exe (path->string (find-executable-path "racket")))
 

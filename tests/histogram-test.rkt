@@ -1,10 +1,10 @@
 #lang racket/base
-;; fastcgi/private/histogram.rkt and metrics.rkt, by tables: which bucket a value goes in,
+;; fastcgi/private/status/histogram.rkt and metrics.rkt, by tables: which bucket a value goes in,
 ;; the counts and sum, merge, the report line and back, the JSON form.
 (require racket/list
          rackunit
-         "../fastcgi/private/histogram.rkt"
-         "../fastcgi/private/metrics.rkt")
+         "../fastcgi/private/status/histogram.rkt"
+         "../fastcgi/private/status/metrics.rkt")
 
 ;; rows: bounds, values -> the cumulative bucket counts, count, sum (in the unit)
 (define rows

@@ -1,9 +1,9 @@
 #lang racket/base
-;; fastcgi/private/hmac.rkt: HMAC-SHA256 on the test vectors of RFC 4231 (keys shorter
+;; fastcgi/private/util/hmac.rkt: HMAC-SHA256 on the test vectors of RFC 4231 (keys shorter
 ;; than, equal to and longer than the block), and the constant-time comparison on a table.
 (require file/sha1
          rackunit
-         "../fastcgi/private/hmac.rkt")
+         "../fastcgi/private/util/hmac.rkt")
 
 ;; hex : string -> bytes
 (define (hex s) (hex-string->bytes s))

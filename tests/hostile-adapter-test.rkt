@@ -6,7 +6,7 @@
          rackunit
          web-server/http
          "../fastcgi/main.rkt"
-         (only-in "../fastcgi/private/web.rkt" servlet->handler)
+         (only-in "../fastcgi/private/servlet/web.rkt" servlet->handler)
          "lib/hostile.rkt"
          "lib/raw-peer.rkt")
 

@@ -4,8 +4,8 @@
 ;; still serve. The shared handler and checks are in tests/lib/hostile.rkt.
 (require rackunit
          "../fastcgi/main.rkt"
-         "../fastcgi/private/protocol.rkt"
-         (only-in "../fastcgi/private/wire.rkt" server-running)
+         "../fastcgi/private/protocol/protocol.rkt"
+         (only-in "../fastcgi/private/engine/wire.rkt" server-running)
          "lib/hostile.rkt"
          "lib/raw-peer.rkt")
 

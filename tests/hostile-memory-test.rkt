@@ -7,7 +7,7 @@
 (require racket/format
          racket/list
          rackunit
-         "../fastcgi/private/protocol.rkt"
+         "../fastcgi/private/protocol/protocol.rkt"
          "fuzz/fuzz.rkt"
          "integration/lib.rkt"
          "lib/hostile.rkt"

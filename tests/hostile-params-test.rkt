@@ -5,7 +5,7 @@
 ;; connection and, where the connection should stay open, on the same one. The shared
 ;; handler and checks are in tests/lib/hostile.rkt.
 (require rackunit
-         "../fastcgi/private/protocol.rkt"
+         "../fastcgi/private/protocol/protocol.rkt"
          "lib/hostile.rkt"
          "lib/raw-peer.rkt")
 

@@ -5,7 +5,7 @@
 ;; shared handler and checks are in tests/lib/hostile.rkt.
 (require rackunit
          "../fastcgi/main.rkt"
-         "../fastcgi/private/protocol.rkt"
+         "../fastcgi/private/protocol/protocol.rkt"
          "lib/hostile.rkt"
          "lib/raw-peer.rkt")
 

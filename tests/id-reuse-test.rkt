@@ -8,7 +8,7 @@
 ;; ends its request and goes on for a second, so the moment is long enough to be certain.
 (require rackunit
          "../fastcgi/main.rkt"
-         "../fastcgi/private/request.rkt"
+         "../fastcgi/private/engine/request.rkt"
          "lib/raw-peer.rkt")
 
 ;; A answers and ends its request itself, then goes on; B answers as usual.

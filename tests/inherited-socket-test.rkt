@@ -1,14 +1,14 @@
 #lang racket/base
-;; fastcgi/private/inherited-socket.rkt: whether a descriptor is a listening socket, an
+;; fastcgi/private/transport/inherited-socket.rkt: whether a descriptor is a listening socket, an
 ;; fd:N listener adopted (made non-blocking), and the inherited listener of a child
 ;; process: fd 0 (FCGI_LISTENSOCK_FILENO) and systemd socket activation on fd 3.
 (require compiler/find-exe
          ffi/unsafe
          racket/tcp
          rackunit
-         "../fastcgi/private/ffi.rkt"
-         "../fastcgi/private/transport.rkt"
-         (only-in "../fastcgi/private/inherited-socket.rkt" adopt-fd)
+         "../fastcgi/private/os/ffi.rkt"
+         "../fastcgi/private/transport/transport.rkt"
+         (only-in "../fastcgi/private/transport/inherited-socket.rkt" adopt-fd)
          "lib/transport.rkt")
 
 (define c-pipe (get-ffi-obj "pipe" #f (_fun _bytes -> _int)))

@@ -7,7 +7,7 @@
 ;; is what a thread per request gives: answers, aborts, multiplexing, timeouts, bodies.
 (require rackunit
          "../fastcgi/main.rkt"
-         "../fastcgi/private/protocol.rkt"
+         "../fastcgi/private/protocol/protocol.rkt"
          "lib/raw-peer.rkt")
 
 (define-values (report! next-event) (make-event-log))

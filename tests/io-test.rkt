@@ -5,8 +5,8 @@
 (require rackunit
          racket/file
          racket/unix-socket
-         fastcgi/private/io
-         (only-in fastcgi/private/transport parse-listen-address open-listener
+         fastcgi/private/engine/io
+         (only-in fastcgi/private/transport/transport parse-listen-address open-listener
                   listener-accept-fd listener-close!))
 
 (define dir (make-temporary-file "fastcgi-io-~a" 'directory))

@@ -4,7 +4,7 @@
 ;; exn:fail:read, never a wrong value.
 (require (prefix-in j: json)
          rackunit
-         "../fastcgi/private/jsexpr.rkt")
+         "../fastcgi/private/util/jsexpr.rkt")
 
 (define table
   (list (hasheq 'a 1 'b (list 1.5 -2 "x\"y\\z\n\t\r\b\f\u0001\u007f é 😀 /" #t #f 'null) 'c (hasheq))

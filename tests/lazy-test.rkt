@@ -5,7 +5,7 @@
 (require compiler/cm
          racket/file
          rackunit
-         "../fastcgi/private/lazy.rkt")
+         "../fastcgi/private/util/lazy.rkt")
 
 (define dir (make-temporary-file "fcgi-lazy-~a" 'directory))
 (define target (build-path dir "target.rkt"))
@@ -14,7 +14,7 @@
 (define user (build-path dir "user.rkt"))
 (void (with-output-to-file user
   (λ () (write-string (format "#lang racket/base\n(require (file ~s))\n(provide add count-instances)\n(define-lazy \"target.rkt\" add count-instances)\n"
-                              (path->string (simplify-path (path->complete-path "../fastcgi/private/lazy.rkt" (let-values ([(d n _) (split-path (syntax-source #'here))]) d)))))))))
+                              (path->string (simplify-path (path->complete-path "../fastcgi/private/util/lazy.rkt" (let-values ([(d n _) (split-path (syntax-source #'here))]) d)))))))))
 
 ;; user.rkt compiled as a module is: a module compiled in memory declares its submodules
 ;; (and so what they require) with itself.

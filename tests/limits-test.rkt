@@ -1,9 +1,9 @@
 #lang racket/base
-;; fastcgi/private/limits.rkt: each field's default (as the manual's make-limits entry
+;; fastcgi/private/util/limits.rkt: each field's default (as the manual's make-limits entry
 ;; documents it), and each keyword of make-limits setting its own field and no other.
 (require racket/list
          rackunit
-         "../fastcgi/private/limits.rkt")
+         "../fastcgi/private/util/limits.rkt")
 
 ;; keyword, accessor, documented default, another value
 (define fields

@@ -1,10 +1,10 @@
 #lang racket/base
-;; fastcgi/private/listen-address.rkt: the forms of a listen address, good ones round-trip,
+;; fastcgi/private/transport/listen-address.rkt: the forms of a listen address, good ones round-trip,
 ;; bad ones raise naming the input. No socket is opened.
 (require racket/string
          rackunit
-         "../fastcgi/private/listen-address.rkt"
-         "../fastcgi/private/transport-exn.rkt")
+         "../fastcgi/private/transport/listen-address.rkt"
+         "../fastcgi/private/transport/transport-exn.rkt")
 
 (test-case "parse-listen-address: good forms round-trip"
   (for ([(in expected) (in-hash (hash "unix:/tmp/x.sock" "unix:/tmp/x.sock"

@@ -1,8 +1,8 @@
 #lang racket/base
-;; A listener's settings (fastcgi/private/listener-options.rkt): the defaults, each keyword
+;; A listener's settings (fastcgi/private/transport/listener-options.rkt): the defaults, each keyword
 ;; of make-listener-options, and the values it refuses. A table, no sockets.
 (require rackunit
-         "../fastcgi/private/listener-options.rkt")
+         "../fastcgi/private/transport/listener-options.rkt")
 
 ;; fields : listener-options -> (list backlog socket-mode socket-owner socket-group)
 (define (fields o)

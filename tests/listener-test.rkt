@@ -1,11 +1,11 @@
 #lang racket/base
-;; fastcgi/private/listener.rkt: an open listener, accepting (in threads of their own, at
+;; fastcgi/private/transport/listener.rkt: an open listener, accepting (in threads of their own, at
 ;; the descriptor limit) and closing, and the length of its queue.
 (require racket/file
          racket/tcp
          rackunit
-         "../fastcgi/private/transport.rkt"
-         (only-in "../fastcgi/private/listener.rkt" file-id lstat)
+         "../fastcgi/private/transport/transport.rkt"
+         (only-in "../fastcgi/private/transport/listener.rkt" file-id lstat)
          "lib/transport.rkt")
 
 (test-case "listener-accept blocks only its thread; close wakes it with an error"

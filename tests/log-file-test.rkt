@@ -1,5 +1,5 @@
 #lang racket/base
-;; fastcgi/private/log-file.rkt: the access log's line, against the plain way of making it
+;; fastcgi/private/os/log-file.rkt: the access log's line, against the plain way of making it
 ;; (strings and a date per line, as it was made before it was made faster); lines from
 ;; many threads; a log nobody reads and a log whose writes fail.
 (require racket/file
@@ -7,8 +7,8 @@
          racket/math
          racket/string
          rackunit
-         "../fastcgi/private/log.rkt"
-         "../fastcgi/private/log-file.rkt"
+         "../fastcgi/private/util/log.rkt"
+         "../fastcgi/private/os/log-file.rkt"
          "lib/pipe.rkt")
 
 ;; plain-line : the same arguments as access-line -> bytes

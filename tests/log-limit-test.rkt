@@ -1,12 +1,12 @@
 #lang racket/base
-;; fastcgi/private/log-limit.rkt: the notes of a new server, and the lines warn-limited!
+;; fastcgi/private/engine/log-limit.rkt: the notes of a new server, and the lines warn-limited!
 ;; and warn-once-a-second! write or only count. The second's window is set by hand (its
 ;; start moved to +inf.0 holds the window, to -inf.0 opens a new one), so no test waits.
 (require rackunit
-         "../fastcgi/private/log.rkt"
-         "../fastcgi/private/log-limit.rkt"
-         (only-in "../fastcgi/private/server.rkt" make-server)
-         (only-in "../fastcgi/private/wire.rkt" server-notes))
+         "../fastcgi/private/util/log.rkt"
+         "../fastcgi/private/engine/log-limit.rkt"
+         (only-in "../fastcgi/private/engine/server.rkt" make-server)
+         (only-in "../fastcgi/private/engine/wire.rkt" server-notes))
 
 ;; written : log-receiver -> (listof string) ; the warnings logged so far, prefix dropped
 (define (written receiver)

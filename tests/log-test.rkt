@@ -1,9 +1,9 @@
 #lang racket/base
-;; fastcgi/private/log.rkt: the `fastcgi` logger and log-escape, on a table of inputs: no
+;; fastcgi/private/util/log.rkt: the `fastcgi` logger and log-escape, on a table of inputs: no
 ;; untrusted byte reaches a log line raw. (Where the lines go: logging-test, log-file-test;
 ;; lines a peer can make many of: log-limit-test.)
 (require rackunit
-         "../fastcgi/private/log.rkt")
+         "../fastcgi/private/util/log.rkt")
 
 (test-case "log-escape: printable ASCII stays, every other byte and the backslash become \\xHH"
   (for ([row (in-list

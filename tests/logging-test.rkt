@@ -1,13 +1,13 @@
 #lang racket/base
-;; fastcgi/private/logging.rkt: flush-logging returns once the lines logged before it are
+;; fastcgi/private/os/logging.rkt: flush-logging returns once the lines logged before it are
 ;; printed, and a flush that timed out does not answer a later one; while nobody reads,
 ;; lines are dropped and counted, and the count is printed once they are read again.
 (require racket/port
          racket/string
          rackunit
-         (only-in "../fastcgi/private/log-file.rkt" log-lines-dropped)
-         "../fastcgi/private/log.rkt"
-         "../fastcgi/private/logging.rkt"
+         (only-in "../fastcgi/private/os/log-file.rkt" log-lines-dropped)
+         "../fastcgi/private/util/log.rkt"
+         "../fastcgi/private/os/logging.rkt"
          "lib/pipe.rkt")
 
 ;; The printer writes into a pipe that holds 64 bytes: while nobody reads it, a longer line

@@ -6,10 +6,10 @@
 (require racket/list
          racket/port
          rackunit
-         "../fastcgi/private/clock.rkt"
-         "../fastcgi/private/manager-exits.rkt"
-         "../fastcgi/private/manager-state.rkt"
-         "../fastcgi/private/signals.rkt"
+         "../fastcgi/private/util/clock.rkt"
+         "../fastcgi/private/manager/manager-exits.rkt"
+         "../fastcgi/private/manager/manager-state.rkt"
+         "../fastcgi/private/os/signals.rkt"
          "lib/manager-fixture.rkt")
 
 ;; end! : worker signal -> worker ; its process ended by the signal

@@ -3,8 +3,8 @@
 ;; (never before, never again after), and keeps a heap reserve of a tenth.
 (require ffi/unsafe/vm
          rackunit
-         "../fastcgi/private/log.rkt"
-         "../fastcgi/private/manager-gc.rkt")
+         "../fastcgi/private/util/log.rkt"
+         "../fastcgi/private/manager/manager-gc.rkt")
 
 ;; collections-during : (-> any) -> natural ; the manager's full-collection log lines
 (define (collections-during thunk)

@@ -8,9 +8,9 @@
 ;; manager-test.
 (require racket/file
          rackunit
-         "../fastcgi/private/config.rkt"
-         "../fastcgi/private/manager-reload.rkt"
-         "../fastcgi/private/manager-state.rkt"
+         "../fastcgi/private/worker/config.rkt"
+         "../fastcgi/private/manager/manager-reload.rkt"
+         "../fastcgi/private/manager/manager-state.rkt"
          "lib/manager-fixture.rkt")
 
 (define (ondemand dir)

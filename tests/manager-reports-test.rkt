@@ -7,12 +7,12 @@
 (require racket/list
          racket/port
          rackunit
-         "../fastcgi/private/control.rkt"
-         "../fastcgi/private/manager-reports.rkt"
-         "../fastcgi/private/manager-state.rkt"
-         "../fastcgi/private/manager-status.rkt"
-         "../fastcgi/private/signals.rkt"
-         (only-in "../fastcgi/private/transport.rkt" private-connect)
+         "../fastcgi/private/worker/control.rkt"
+         "../fastcgi/private/manager/manager-reports.rkt"
+         "../fastcgi/private/manager/manager-state.rkt"
+         "../fastcgi/private/manager/manager-status.rkt"
+         "../fastcgi/private/os/signals.rkt"
+         (only-in "../fastcgi/private/transport/transport.rkt" private-connect)
          "lib/manager-fixture.rkt")
 
 ;; connect : manager -> (values input-port output-port) ; keys read

@@ -5,9 +5,9 @@
          racket/os
          racket/list
          rackunit
-         "../fastcgi/private/config.rkt"
-         "../fastcgi/private/manager-state.rkt"
-         "../fastcgi/private/transport.rkt"
+         "../fastcgi/private/worker/config.rkt"
+         "../fastcgi/private/manager/manager-state.rkt"
+         "../fastcgi/private/transport/transport.rkt"
          "lib/manager-fixture.rkt")
 
 (define (with-pid-file dir) (make-serve-config #:workers 2 #:pid-file (path->string (build-path dir "m.pid"))))

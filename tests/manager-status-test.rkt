@@ -7,9 +7,9 @@
          racket/list
          racket/os
          rackunit
-         "../fastcgi/private/config.rkt"
-         "../fastcgi/private/manager-state.rkt"
-         "../fastcgi/private/manager-status.rkt"
+         "../fastcgi/private/worker/config.rkt"
+         "../fastcgi/private/manager/manager-state.rkt"
+         "../fastcgi/private/manager/manager-status.rkt"
          "lib/manager-fixture.rkt")
 
 (define (with-pid-file dir)

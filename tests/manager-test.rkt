@@ -13,7 +13,7 @@
          rackunit
          xml
          "../fastcgi/client.rkt"
-         "../fastcgi/private/signals.rkt"
+         "../fastcgi/private/os/signals.rkt"
          "integration/lib.rkt"
          "lib/serve.rkt")
 

@@ -8,12 +8,12 @@
 ;; worker: watchdog-test.
 (require racket/list
          rackunit
-         "../fastcgi/private/clock.rkt"
-         "../fastcgi/private/config.rkt"
-         "../fastcgi/private/limits.rkt"
-         "../fastcgi/private/manager-state.rkt"
-         "../fastcgi/private/manager-watch.rkt"
-         "../fastcgi/private/signals.rkt"
+         "../fastcgi/private/util/clock.rkt"
+         "../fastcgi/private/worker/config.rkt"
+         "../fastcgi/private/util/limits.rkt"
+         "../fastcgi/private/manager/manager-state.rkt"
+         "../fastcgi/private/manager/manager-watch.rkt"
+         "../fastcgi/private/os/signals.rkt"
          "lib/manager-fixture.rkt")
 
 (define (config dir . kvs)

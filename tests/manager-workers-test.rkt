@@ -7,11 +7,11 @@
 (require racket/list
          racket/string
          rackunit
-         "../fastcgi/private/clock.rkt"
-         "../fastcgi/private/config.rkt"
-         "../fastcgi/private/manager-state.rkt"
-         "../fastcgi/private/manager-workers.rkt"
-         "../fastcgi/private/signals.rkt"
+         "../fastcgi/private/util/clock.rkt"
+         "../fastcgi/private/worker/config.rkt"
+         "../fastcgi/private/manager/manager-state.rkt"
+         "../fastcgi/private/manager/manager-workers.rkt"
+         "../fastcgi/private/os/signals.rkt"
          "lib/manager-fixture.rkt")
 
 (define (running? w) (not (sync/timeout 0.2 (worker-sp w))))

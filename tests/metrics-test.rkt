@@ -12,7 +12,7 @@
          racket/string
          rackunit
          "../fastcgi/client.rkt"
-         "../fastcgi/private/signals.rkt"
+         "../fastcgi/private/os/signals.rkt"
          "integration/lib.rkt"
          "lib/serve.rkt")
 

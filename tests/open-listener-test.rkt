@@ -1,5 +1,5 @@
 #lang racket/base
-;; fastcgi/private/open-listener.rkt: the listener an address names, opened on real
+;; fastcgi/private/transport/open-listener.rkt: the listener an address names, opened on real
 ;; sockets: unix paths in a temp dir (mode, owner, stale and live socket files, a path too
 ;; long), TCP on 127.0.0.1 and ::1 port 0, and listener-for (an address, a listener, or
 ;; #f: the inherited one, in a child process).
@@ -9,9 +9,9 @@
          racket/tcp
          racket/unix-socket
          rackunit
-         "../fastcgi/private/ffi.rkt"
-         "../fastcgi/private/log.rkt"
-         "../fastcgi/private/transport.rkt"
+         "../fastcgi/private/os/ffi.rkt"
+         "../fastcgi/private/util/log.rkt"
+         "../fastcgi/private/transport/transport.rkt"
          "lib/transport.rkt")
 
 (define tmp-dir (make-temporary-file "fcgi-open-listener-~a" 'directory))

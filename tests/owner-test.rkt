@@ -2,9 +2,9 @@
 ;; owner.rkt: the connection's owner state machine, by tables (no sockets, no processes).
 (require rackunit
          racket/list
-         fastcgi/private/owner
-         (only-in fastcgi/private/poller make-poller poller-stop!)
-         (only-in fastcgi/private/ffi c-socket c-close AF_UNIX SOCK_STREAM))
+         fastcgi/private/engine/owner
+         (only-in fastcgi/private/os/poller make-poller poller-stop!)
+         (only-in fastcgi/private/os/ffi c-socket c-close AF_UNIX SOCK_STREAM))
 
 (define states '(parked loop loop-inline thread thread-inline ended))
 (define events '(step park own detach inline return take-over end))

@@ -8,7 +8,7 @@
          rackunit
          "../fastcgi/client.rkt")
 
-(define-runtime-path cli "../fastcgi/private/request-cli.rkt")
+(define-runtime-path cli "../fastcgi/private/cli/request-cli.rkt")
 (define php-fpm "/usr/sbin/php-fpm8.2")
 (unless (file-exists? php-fpm)
   (raise-user-error 'phpfpm-test "~a is missing: install php8.2-fpm (the Makefile does)" php-fpm))

@@ -1,13 +1,13 @@
 #lang racket/base
-;; The process manager's policy (fastcgi/private/pm.rkt), by tables and without processes:
+;; The process manager's policy (fastcgi/private/manager/pm.rkt), by tables and without processes:
 ;; each row is a pool (the plan, its workers, the time) and what pm.rkt decides for it.
 ;; The manager that applies the decisions is tested with real processes in
 ;; tests/manager-test.rkt.
 (require racket/match
          (only-in racket/future processor-count)
          rackunit
-         "../fastcgi/private/pm.rkt"
-         (only-in "../fastcgi/private/config.rkt" make-serve-config))
+         "../fastcgi/private/manager/pm.rkt"
+         (only-in "../fastcgi/private/worker/config.rkt" make-serve-config))
 
 ;; Workers as the manager describes them to pm-decide: pid, state, requests in flight,
 ;; when last seen busy (milliseconds).

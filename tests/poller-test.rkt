@@ -9,7 +9,7 @@
          racket/port
          rackunit
          "../fastcgi/main.rkt"
-         "../fastcgi/private/protocol.rkt"
+         "../fastcgi/private/protocol/protocol.rkt"
          "lib/raw-peer.rkt")
 
 (define-values (report! next-event) (make-event-log))

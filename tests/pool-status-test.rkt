@@ -1,5 +1,5 @@
 #lang racket/base
-;; The pool's status page (fastcgi/private/pool-status.rkt), by tables and without
+;; The pool's status page (fastcgi/private/status/pool-status.rkt), by tables and without
 ;; processes: which format a query asks for, its content type, and what each format shows
 ;; of a scoreboard (text, JSON, OpenMetrics, HTML); the scoreboard file is
 ;; scoreboard-test's. The page served by a running manager is tested in tests/manager-test.rkt.
@@ -9,8 +9,8 @@
          racket/string
          rackunit
          xml
-         "../fastcgi/private/metrics.rkt"
-         "../fastcgi/private/pool-status.rkt")
+         "../fastcgi/private/status/metrics.rkt"
+         "../fastcgi/private/status/pool-status.rkt")
 
 ;; A pool of two workers, one busy and one starting; some values absent or null.
 (define board

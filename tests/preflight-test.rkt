@@ -6,8 +6,8 @@
 (require racket/file
          racket/list
          rackunit
-         "../fastcgi/private/config.rkt"
-         "../fastcgi/private/preflight.rkt"
+         "../fastcgi/private/worker/config.rkt"
+         "../fastcgi/private/worker/preflight.rkt"
          "integration/lib.rkt")
 
 ;; refusal : (-> any) -> (or/c string #f) ; the user error's message, #f when none

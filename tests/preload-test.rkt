@@ -31,7 +31,7 @@
            racket/string
            rackunit
            "../fastcgi/client.rkt"
-           "../fastcgi/private/signals.rkt"
+           "../fastcgi/private/os/signals.rkt"
            "integration/lib.rkt"
            "lib/app-sources.rkt"
            "lib/serve.rkt")

@@ -7,8 +7,8 @@
          racket/file
          racket/os
          rackunit
-         "../fastcgi/private/control.rkt"
-         "../fastcgi/private/transport.rkt"
+         "../fastcgi/private/worker/control.rkt"
+         "../fastcgi/private/transport/transport.rkt"
          "integration/lib.rkt")
 
 (define setpriv (path->string (require-program! "/usr/bin/setpriv" "util-linux")))

@@ -1,11 +1,11 @@
 #lang racket/base
-;; fastcgi/private/protocol-decoder.rkt: a stream of records (written by protocol-record.rkt)
+;; fastcgi/private/protocol/protocol-decoder.rkt: a stream of records (written by protocol-record.rkt)
 ;; cut into records, whole, in pieces and in random chunks.
 (require "lib/protocol-bytes.rkt"
          racket/list
          rackunit
-         "../fastcgi/private/protocol-decoder.rkt"
-         "../fastcgi/private/protocol-record.rkt")
+         "../fastcgi/private/protocol/protocol-decoder.rkt"
+         "../fastcgi/private/protocol/protocol-record.rkt")
 
 ;; decode-all : bytes -> (listof record) ; the whole stream fed at once
 (define (decode-all bs)

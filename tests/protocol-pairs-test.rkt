@@ -1,12 +1,12 @@
 #lang racket/base
-;; fastcgi/private/protocol-pairs.rkt, the name-value pairs (PARAMS): byte-vector tables in
+;; fastcgi/private/protocol/protocol-pairs.rkt, the name-value pairs (PARAMS): byte-vector tables in
 ;; the style of Go's net/http/fcgi fcgi_test.go, hostile pair lengths, and parse-params,
 ;; check-params and params-ref against the plain way.
 (require "lib/protocol-bytes.rkt"
          racket/list
          rackunit
-         (only-in "../fastcgi/private/protocol-record.rkt" exn:fail:fastcgi:protocol?)
-         "../fastcgi/private/protocol-pairs.rkt")
+         (only-in "../fastcgi/private/protocol/protocol-record.rkt" exn:fail:fastcgi:protocol?)
+         "../fastcgi/private/protocol/protocol-pairs.rkt")
 
 ;; -- name-value pairs ---------------------------------------------------------------------
 (define name127 (make-bytes 127 (char->integer #\n)))

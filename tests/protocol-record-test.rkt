@@ -1,10 +1,10 @@
 #lang racket/base
-;; fastcgi/private/protocol-record.rkt: exact record headers, padding, records written to a
+;; fastcgi/private/protocol/protocol-record.rkt: exact record headers, padding, records written to a
 ;; port, and BEGIN_REQUEST content both ways.
 (require "lib/protocol-bytes.rkt"
          racket/list
          rackunit
-         "../fastcgi/private/protocol-record.rkt")
+         "../fastcgi/private/protocol/protocol-record.rkt")
 
 (test-case "records: exact header bytes and padding"
   (for ([row (in-list

@@ -1,10 +1,10 @@
 #lang racket/base
-;; The codec's facade (fastcgi/private/protocol.rkt) as a whole: management answers, whose
+;; The codec's facade (fastcgi/private/protocol/protocol.rkt) as a whole: management answers, whose
 ;; records carry encoded pairs. Each codec module has its own test file, named after it:
 ;; protocol-record-test, protocol-pairs-test, protocol-decoder-test, fast-bytes-test.
 (require "lib/protocol-bytes.rkt"
          rackunit
-         "../fastcgi/private/protocol.rkt")
+         "../fastcgi/private/protocol/protocol.rkt")
 
 (test-case "management answers: exact GET_VALUES_RESULT, UNKNOWN_TYPE, END_REQUEST bytes"
   (check-equal? (record->bytes 'get-values-result 0

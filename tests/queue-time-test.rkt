@@ -1,8 +1,8 @@
 #lang racket/base
-;; fastcgi/private/queue-time.rkt, by tables: the forms of HTTP_X_REQUEST_START that fronts
+;; fastcgi/private/protocol/queue-time.rkt, by tables: the forms of HTTP_X_REQUEST_START that fronts
 ;; send, what is malformed, and the wait (clamped at 0; a time far ahead ignored).
 (require rackunit
-         "../fastcgi/private/queue-time.rkt")
+         "../fastcgi/private/protocol/queue-time.rkt")
 
 ;; rows: the param's value -> its wall-clock milliseconds, or #f
 (define start-rows

@@ -10,7 +10,7 @@
          "lib/app-sources.rkt"
          "lib/serve.rkt")
 
-(define-runtime-path raco.rkt "../fastcgi/private/raco.rkt")
+(define-runtime-path raco.rkt "../fastcgi/private/cli/raco.rkt")
 
 ;; fastcgi : string ... -> (values natural string string) ; `raco fastcgi ARGS`
 (define (fastcgi . args) (run-program* (find-exe) (cons (path->string raco.rkt) args)))

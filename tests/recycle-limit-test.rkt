@@ -9,8 +9,8 @@
          racket/string
          rackunit
          "../fastcgi/client.rkt"
-         "../fastcgi/private/recycle-limit.rkt"
-         "../fastcgi/private/signals.rkt"
+         "../fastcgi/private/os/recycle-limit.rkt"
+         "../fastcgi/private/os/signals.rkt"
          "integration/lib.rkt"
          "lib/serve.rkt")
 

@@ -1,5 +1,5 @@
 #lang racket/base
-;; fastcgi/private/relay.rkt: a request for another worker's continuation is passed on to
+;; fastcgi/private/servlet/relay.rkt: a request for another worker's continuation is passed on to
 ;; that worker's private socket and its answer relayed; every other request, and one whose
 ;; owner cannot be reached, is served here. The owner is played by a thread of this process
 ;; on a private socket (no worker process); requests on a connection over pipes. (Between
@@ -7,11 +7,11 @@
 (require racket/os
          rackunit
          "../fastcgi/main.rkt"
-         "../fastcgi/private/protocol.rkt"
-         "../fastcgi/private/relay.rkt"
-         (only-in "../fastcgi/private/request.rkt" request-finish! request-stdin-out
+         "../fastcgi/private/protocol/protocol.rkt"
+         "../fastcgi/private/servlet/relay.rkt"
+         (only-in "../fastcgi/private/engine/request.rkt" request-finish! request-stdin-out
                   close-request-stdin! fastcgi-request-status)
-         "../fastcgi/private/transport.rkt"
+         "../fastcgi/private/transport/transport.rkt"
          "lib/pipe-conn.rkt"
          "lib/raw-peer.rkt")
 

@@ -10,7 +10,7 @@
          "../fastcgi/client.rkt"
          "integration/lib.rkt"
          "lib/serve.rkt")
-(require/expose "../fastcgi/private/request-cli.rkt"
+(require/expose "../fastcgi/private/cli/request-cli.rkt"
                 (parse-options print-head summarize
                  options-address options-uri options-method options-headers options-body
                  options-params options-role options-filter-data options-keep-conn?

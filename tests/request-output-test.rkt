@@ -1,5 +1,5 @@
 #lang racket/base
-;; fastcgi/private/request-output.rkt: a request's STDOUT, STDERR and end, over pipes
+;; fastcgi/private/engine/request-output.rkt: a request's STDOUT, STDERR and end, over pipes
 ;; (tests/lib/pipe-conn.rkt): a small answer in one write with its END_REQUEST, a large
 ;; one in whole records, the server's own answer in place of a buffered head, the end at
 ;; once, writes after the end, the closing trailer of a stopping server; and, end to end,
@@ -8,11 +8,11 @@
          racket/port
          rackunit
          "../fastcgi/main.rkt"
-         "../fastcgi/private/protocol.rkt"
-         (only-in "../fastcgi/private/request.rkt" fastcgi-request-state fastcgi-request-sent?
+         "../fastcgi/private/protocol/protocol.rkt"
+         (only-in "../fastcgi/private/engine/request.rkt" fastcgi-request-state fastcgi-request-sent?
                   fastcgi-request-status request-finish! request-end-now!
                   request-respond-status! request-refuse! handler-error-port set-handler-request!)
-         "../fastcgi/private/wire.rkt"
+         "../fastcgi/private/engine/wire.rkt"
          "lib/connection-handler.rkt"
          "lib/pipe-conn.rkt"
          "lib/raw-peer.rkt")

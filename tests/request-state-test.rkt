@@ -1,11 +1,11 @@
 #lang racket/base
-;; fastcgi/private/request-state.rkt, its pure parts: a new request record, the states in
+;; fastcgi/private/engine/request-state.rkt, its pure parts: a new request record, the states in
 ;; which its input is done, check-live, and the ways it ends (mark-done!, request-abort!,
 ;; close-request-stdin!). The record's connection is made over pipes; no socket, no thread.
 (require rackunit
-         "../fastcgi/private/request-state.rkt"
-         (only-in "../fastcgi/private/server.rkt" make-server)
-         (only-in "../fastcgi/private/wire.rkt" make-conn))
+         "../fastcgi/private/engine/request-state.rkt"
+         (only-in "../fastcgi/private/engine/server.rkt" make-server)
+         (only-in "../fastcgi/private/engine/wire.rkt" make-conn))
 
 ;; new-record : natural -> fastcgi-request ; a Responder's request on a connection over pipes
 (define (new-record id)

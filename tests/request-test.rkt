@@ -1,5 +1,5 @@
 #lang racket/base
-;; fastcgi/private/request.rkt: one request as the raw interface sees it, on a connection
+;; fastcgi/private/engine/request.rkt: one request as the raw interface sees it, on a connection
 ;; over pipes (tests/lib/pipe-conn.rkt): what make-fastcgi-request makes, params looked up
 ;; in place and as a list (sharing byte strings with the connection's last ones), and the
 ;; body streams: made on first use, ended, aborted, cut over a limit. (The record's states:
@@ -7,12 +7,12 @@
 (require racket/port
          rackunit
          "../fastcgi/main.rkt"
-         (only-in "../fastcgi/private/request.rkt" make-fastcgi-request fastcgi-request-raw-params
+         (only-in "../fastcgi/private/engine/request.rkt" make-fastcgi-request fastcgi-request-raw-params
                   request-param request-param/scan request-stdin-out close-request-stdin!
                   close-request-data! request-body-empty? request-abort! fastcgi-request-state
                   fastcgi-request-rejected set-fastcgi-request-rejected! fastcgi-request-data-out
                   raw-params?)
-         "../fastcgi/private/wire.rkt"
+         "../fastcgi/private/engine/wire.rkt"
          "lib/pipe-conn.rkt"
          "lib/raw-peer.rkt")
 

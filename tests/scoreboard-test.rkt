@@ -3,7 +3,7 @@
 ;; old one) and read back equal; absent, or not a board: #f.
 (require racket/file
          rackunit
-         "../fastcgi/private/scoreboard.rkt")
+         "../fastcgi/private/status/scoreboard.rkt")
 
 (define board
   (hasheq 'pool "www" 'generation 1 'requests 7 'listen_queue 'null 'last_reload_error "app.rkt: boom"

@@ -13,8 +13,8 @@
          racket/string
          rackunit
          "../fastcgi/client.rkt"
-         "../fastcgi/private/sd-notify.rkt"
-         "../fastcgi/private/signals.rkt"
+         "../fastcgi/private/os/sd-notify.rkt"
+         "../fastcgi/private/os/signals.rkt"
          "integration/lib.rkt"
          "lib/notify-socket.rkt"
          "lib/serve.rkt")

@@ -19,8 +19,8 @@
          rackunit
          web-server/http
          "../fastcgi/main.rkt"
-         "../fastcgi/private/protocol.rkt"
-         (only-in "../fastcgi/private/web.rkt" servlet->handler)
+         "../fastcgi/private/protocol/protocol.rkt"
+         (only-in "../fastcgi/private/servlet/web.rkt" servlet->handler)
          "fuzz/fuzz.rkt"
          "integration/lib.rkt"
          "lib/raw-peer.rkt")

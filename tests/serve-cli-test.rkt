@@ -6,9 +6,9 @@
 (require racket/file
          racket/list
          rackunit
-         "../fastcgi/private/config.rkt"
-         "../fastcgi/private/limits.rkt"
-         "../fastcgi/private/serve-cli.rkt"
+         "../fastcgi/private/worker/config.rkt"
+         "../fastcgi/private/util/limits.rkt"
+         "../fastcgi/private/cli/serve-cli.rkt"
          "integration/lib.rkt")
 
 ;; parse : path string ... -> (values serve-config hash) ; with FCGI_WEB_SERVER_ADDRS unset

@@ -12,11 +12,11 @@
          web-server/http
          "../fastcgi/client.rkt"
          "../fastcgi/main.rkt"
-         (only-in "../fastcgi/private/connection.rkt" serve-connection)
-         "../fastcgi/private/protocol.rkt"
-         (only-in "../fastcgi/private/web.rkt" servlet->handler)
-         (only-in "../fastcgi/private/wire.rkt" make-conn)
-         (only-in "../fastcgi/private/server.rkt" make-server))
+         (only-in "../fastcgi/private/engine/connection.rkt" serve-connection)
+         "../fastcgi/private/protocol/protocol.rkt"
+         (only-in "../fastcgi/private/servlet/web.rkt" servlet->handler)
+         (only-in "../fastcgi/private/engine/wire.rkt" make-conn)
+         (only-in "../fastcgi/private/engine/server.rkt" make-server))
 
 (define dir (make-temporary-file "fastcgi-server-~a" 'directory))
 (define (sock name) (string-append "unix:" (path->string (build-path dir name))))

@@ -17,7 +17,7 @@
          rackunit
          "../fastcgi/client.rkt"
          "../fastcgi/main.rkt"
-         (only-in (submod "../fastcgi/client.rkt" private) cgi-params)
+         (only-in (submod "../fastcgi/private/transport/client.rkt" private) cgi-params)
          "integration/lib.rkt"
          "servlets/harness.rkt")
 

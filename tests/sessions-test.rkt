@@ -1,6 +1,6 @@
 #lang racket/base
-;; The routed continuation manager (fastcgi/private/sessions.rkt) and the check of
-;; continuation URLs (continuation-of in fastcgi/private/servlet.rkt), in this process, no
+;; The routed continuation manager (fastcgi/private/servlet/sessions.rkt) and the check of
+;; continuation URLs (continuation-of in fastcgi/private/servlet/servlet.rkt), in this process, no
 ;; server: instance ids that name their worker and never collide between workers, salts
 ;; that cannot be forged, instances made only when a continuation is stored, the sweep's
 ;; count of live sessions; and a table of path parameters, good and hostile, against what
@@ -11,8 +11,8 @@
          web-server/managers/lru
          web-server/managers/manager
          (only-in web-server/servlet/web continuation-url?)
-         "../fastcgi/private/sessions.rkt"
-         (only-in "../fastcgi/private/servlet.rkt" continuation-of))
+         "../fastcgi/private/servlet/sessions.rkt"
+         (only-in "../fastcgi/private/servlet/servlet.rkt" continuation-of))
 
 ;; a manager that never expires anything (its collector runs once an hour)
 (define (lru) (create-LRU-manager #f 3600 3600 (λ () #f) #:initial-count 24 #:inform-p void))

@@ -1,5 +1,5 @@
 #lang racket/base
-;; fastcgi/private/signals.rkt: signal names, sending a signal and telling a live process
+;; fastcgi/private/os/signals.rkt: signal names, sending a signal and telling a live process
 ;; from a dead one (a `sleep` child), the parent's pid, and, in a racket child of
 ;; its own (the mask needs a process with one OS thread), signals blocked and read as an
 ;; event, and die-with-parent!.
@@ -7,9 +7,9 @@
          racket/runtime-path
          racket/string
          rackunit
-         "../fastcgi/private/signals.rkt")
+         "../fastcgi/private/os/signals.rkt")
 
-(define-runtime-path signals-module "../fastcgi/private/signals.rkt")
+(define-runtime-path signals-module "../fastcgi/private/os/signals.rkt")
 (define racket-exe (path->string (find-executable-path "racket")))
 
 (test-case "signal-name: the signals the manager names, the rest by number"

@@ -1,11 +1,11 @@
 #lang racket/base
-;; fastcgi/private/socket-io.rkt: reading and writing an accepted connection's
+;; fastcgi/private/transport/socket-io.rkt: reading and writing an accepted connection's
 ;; descriptor: what a read returns (bytes, none now, eof), writes, records in one call,
 ;; unread input, the half-close and the close.
 (require racket/port
          racket/tcp
          rackunit
-         "../fastcgi/private/transport.rkt"
+         "../fastcgi/private/transport/transport.rkt"
          "integration/lib.rkt"
          "lib/transport.rkt")
 

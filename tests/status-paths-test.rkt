@@ -1,5 +1,5 @@
 #lang racket/base
-;; fastcgi/private/status-paths.rkt: the answers a worker makes itself, before its app, on
+;; fastcgi/private/worker/status-paths.rkt: the answers a worker makes itself, before its app, on
 ;; requests over pipes (tests/lib/pipe-conn.rkt): the ping path, the status path in each
 ;; format (503 before any board), everything else to the app; and the board of a
 ;; single-process server. (The pool's board rendered: pool-status-test; the paths in
@@ -8,11 +8,11 @@
          racket/os
          rackunit
          "../fastcgi/main.rkt"
-         "../fastcgi/private/clock.rkt"
-         "../fastcgi/private/config.rkt"
-         (only-in "../fastcgi/private/request.rkt" request-finish!)
-         "../fastcgi/private/status-paths.rkt"
-         "../fastcgi/private/wire.rkt"
+         "../fastcgi/private/util/clock.rkt"
+         "../fastcgi/private/worker/config.rkt"
+         (only-in "../fastcgi/private/engine/request.rkt" request-finish!)
+         "../fastcgi/private/worker/status-paths.rkt"
+         "../fastcgi/private/engine/wire.rkt"
          "lib/pipe-conn.rkt"
          "lib/raw-peer.rkt")
 

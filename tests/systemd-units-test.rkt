@@ -11,8 +11,8 @@
          racket/string
          rackunit
          "../fastcgi/client.rkt"
-         "../fastcgi/private/signals.rkt"
-         "../fastcgi/private/transport.rkt"
+         "../fastcgi/private/os/signals.rkt"
+         "../fastcgi/private/transport/transport.rkt"
          "integration/lib.rkt"
          "lib/notify-socket.rkt")
 

@@ -1,8 +1,8 @@
 #lang racket/base
-;; fastcgi/private/table.rkt: the tables of live requests and connections.
+;; fastcgi/private/util/table.rkt: the tables of live requests and connections.
 (require racket/list
          rackunit
-         "../fastcgi/private/table.rkt")
+         "../fastcgi/private/util/table.rkt")
 
 (test-case "ref, set, remove, remove-if-eq, count, keys, values, clear"
   (define t (make-table))

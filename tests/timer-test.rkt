@@ -1,8 +1,8 @@
 #lang racket/base
 ;; timer.rkt: the schedule by tables (no processes), then the timer thread itself.
 (require rackunit
-         fastcgi/private/timer
-         (only-in fastcgi/private/clock now-ms))
+         fastcgi/private/engine/timer
+         (only-in fastcgi/private/util/clock now-ms))
 
 (define (index-of l x) (for/first ([y (in-list l)] [i (in-naturals)] #:when (eq? x y)) i))
 

@@ -1,10 +1,10 @@
 #lang racket/base
-;; fastcgi/private/transport-exn.rkt: the transport layer's exception and the helpers
+;; fastcgi/private/transport/transport-exn.rkt: the transport layer's exception and the helpers
 ;; that raise it: the message's "fastcgi: " prefix, errno's text, and check-syscall's
 ;; clean-up before the raise.
 (require ffi/unsafe
          rackunit
-         "../fastcgi/private/transport-exn.rkt")
+         "../fastcgi/private/transport/transport-exn.rkt")
 
 (test-case "raise-transport: an exn:fail:fastcgi:transport, \"fastcgi: \" and the formatted text"
   (define e (with-handlers ([values values]) (raise-transport "cannot ~a ~s" "bind" "x")))

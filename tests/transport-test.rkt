@@ -1,5 +1,5 @@
 #lang racket/base
-;; fastcgi/private/transport.rkt, the transport layer's one face: it passes on its modules'
+;; fastcgi/private/transport/transport.rkt, the transport layer's one face: it passes on its modules'
 ;; own procedures; and the layer under a server: the event loop at the descriptor limit.
 ;; Each module of the layer has its own test file (open-listener-test, listener-test,
 ;; inherited-socket-test, socket-io-test, listen-address-test, listener-options-test,
@@ -7,16 +7,16 @@
 (require racket/tcp
          rackunit
          "../fastcgi/main.rkt"
-         "../fastcgi/private/protocol.rkt"
+         "../fastcgi/private/protocol/protocol.rkt"
          "lib/transport.rkt"
-         (prefix-in t: "../fastcgi/private/transport.rkt")
-         (prefix-in m: (combine-in "../fastcgi/private/open-listener.rkt"
-                                   "../fastcgi/private/listener.rkt"
-                                   "../fastcgi/private/inherited-socket.rkt"
-                                   "../fastcgi/private/socket-io.rkt"
-                                   "../fastcgi/private/private-socket.rkt"
-                                   "../fastcgi/private/allowed-clients.rkt"
-                                   "../fastcgi/private/listen-address.rkt")))
+         (prefix-in t: "../fastcgi/private/transport/transport.rkt")
+         (prefix-in m: (combine-in "../fastcgi/private/transport/open-listener.rkt"
+                                   "../fastcgi/private/transport/listener.rkt"
+                                   "../fastcgi/private/transport/inherited-socket.rkt"
+                                   "../fastcgi/private/transport/socket-io.rkt"
+                                   "../fastcgi/private/transport/private-socket.rkt"
+                                   "../fastcgi/private/transport/allowed-clients.rkt"
+                                   "../fastcgi/private/transport/listen-address.rkt")))
 
 (test-case "transport.rkt passes on each module's own procedures"
   (for ([pair (list (cons t:open-listener m:open-listener) (cons t:listener-for m:listener-for)

@@ -1,5 +1,5 @@
 #lang racket/base
-;; fastcgi/private/web-form.rkt: read-form must give the bindings and post data that
+;; fastcgi/private/servlet/web-form.rkt: read-form must give the bindings and post data that
 ;; web-server's own request reader gives, by a table checked against it.
 (require net/url
          racket/port
@@ -7,7 +7,7 @@
          rackunit
          web-server/http/request-structs
          web-server/safety-limits
-         "../fastcgi/private/web-form.rkt")
+         "../fastcgi/private/servlet/web-form.rkt")
 
 ;; read-form on a table: method, URI, headers, body -> bindings (form: name value; file:
 ;; name filename headers content) and post data, or the message of the exn:fail:network

@@ -1,5 +1,5 @@
 #lang racket/base
-;; fastcgi/private/web-params.rkt against the plain way: read-params (headers and the params
+;; fastcgi/private/servlet/web-params.rkt against the plain way: read-params (headers and the params
 ;; the adapter reads, through its cache of param name shapes) must give what a table
 ;; look-up per param gives, and so must read-raw-params, which reads them in place from the
 ;; bytes they came in.
@@ -7,9 +7,9 @@
          racket/string
          rackunit
          web-server/http/request-structs
-         (only-in "../fastcgi/private/protocol.rkt" pairs->bytes)
-         (only-in "../fastcgi/private/request.rkt" raw-params)
-         "../fastcgi/private/web-params.rkt")
+         (only-in "../fastcgi/private/protocol/protocol.rkt" pairs->bytes)
+         (only-in "../fastcgi/private/engine/request.rkt" raw-params)
+         "../fastcgi/private/servlet/web-params.rkt")
 
 ;; The plain way: each param's header name computed anew, each special param the first
 ;; occurrence in the list.

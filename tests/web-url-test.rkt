@@ -1,10 +1,10 @@
 #lang racket/base
-;; fastcgi/private/web-url.rkt against the plain way: uri->url must give exactly what
+;; fastcgi/private/servlet/web-url.rkt against the plain way: uri->url must give exactly what
 ;; net/url's string->url gives, which it falls back to; uri-bytes->url, which remembers the
 ;; last URI, must give uri->url's url.
 (require net/url
          rackunit
-         "../fastcgi/private/web-url.rkt")
+         "../fastcgi/private/servlet/web-url.rkt")
 
 ;; url->list : url -> list ; every field, path/params opened
 (define (url->list u)

@@ -1,12 +1,12 @@
 #lang racket/base
-;; fastcgi/private/wire.rkt: one connection's shared state and its single serialised
+;; fastcgi/private/engine/wire.rkt: one connection's shared state and its single serialised
 ;; writer, over pipes (and once over a socket's descriptor): what conn-send! and
 ;; conn-send-records! put on the wire, the write deadline of a full connection, reads and
 ;; the wake, a broken connection, and the server's counters and sleepers.
 (require racket/port
          rackunit
-         (only-in "../fastcgi/private/server.rkt" make-server)
-         "../fastcgi/private/wire.rkt"
+         (only-in "../fastcgi/private/engine/server.rkt" make-server)
+         "../fastcgi/private/engine/wire.rkt"
          "integration/lib.rkt"
          "lib/pipe-conn.rkt"
          "lib/transport.rkt")

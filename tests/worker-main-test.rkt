@@ -11,10 +11,10 @@
          racket/runtime-path
          racket/string
          rackunit
-         "../fastcgi/private/config.rkt"
+         "../fastcgi/private/worker/config.rkt"
          "integration/lib.rkt")
 
-(define-runtime-path worker-main "../fastcgi/private/worker-main.rkt")
+(define-runtime-path worker-main "../fastcgi/private/worker/worker-main.rkt")
 
 (test-case "no manager to reach: one fatal line, tagged with its pid, and exit 3"
   (define cfg (serve-config-for-worker

@@ -7,8 +7,8 @@
 (require racket/file
          racket/string
          rackunit
-         "../fastcgi/private/config.rkt"
-         "../fastcgi/private/worker.rkt"
+         "../fastcgi/private/worker/config.rkt"
+         "../fastcgi/private/worker/worker.rkt"
          "integration/lib.rkt"
          "lib/app-sources.rkt")
 

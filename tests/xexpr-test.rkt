@@ -3,7 +3,7 @@
 ;; x-expression the status page uses.
 (require (prefix-in x: xml)
          rackunit
-         "../fastcgi/private/xexpr.rkt")
+         "../fastcgi/private/util/xexpr.rkt")
 
 (test-case "the same text as xml's xexpr->string"
   (for ([x (in-list

@@ -83,7 +83,7 @@
          (define roots
            (append
             (ns-values (make-base-namespace))
-            (for*/list ([f (in-list (directory-list (build-path tree "fastcgi" "private") #:build? #t))]
+            (for*/list ([f (in-directory (build-path tree "fastcgi" "private"))]
                         #:when (regexp-match? #rx"[.]rkt$" (path->string f))
                         [m (in-value `(file ,(path->string f)))]
                         #:when (module-declared? m #f)

@@ -783,12 +783,12 @@ runs a manager process and several @deftech{worker} processes, as php-fpm does:
        parent dies (@tt{PR_SET_PDEATHSIG}), and it also stops when the report socket closes.}
 ]
 
-In the source (@filepath{fastcgi/private/}), @filepath{serve-cli.rkt} parses the options
+In the source (@filepath{fastcgi/private/}), @filepath{cli/serve-cli.rkt} parses the options
 into one configuration struct, defined with every option's default in
-@filepath{config.rkt}, which also writes it on each worker's command line and reads it
+@filepath{worker/config.rkt}, which also writes it on each worker's command line and reads it
 back there; it holds no secret (the secret and the relay key come over the control
-socket). @filepath{manager.rkt} is the manager's loop; its pieces each take the pool's
-state (@filepath{manager-state.rkt}): @filepath{manager-workers.rkt} starts and stops
+socket). @filepath{manager/manager.rkt} is the manager's loop; its pieces each take the pool's
+state (@filepath{manager-state.rkt}, all in @filepath{manager/}): @filepath{manager-workers.rkt} starts and stops
 single workers as the process manager (@filepath{pm.rkt}) asks (spawned, or forked by
 a generation's loader), @filepath{manager-reports.rkt} applies the workers' and the
 loaders' reports, @filepath{manager-exits.rkt} a worker's exit,
@@ -796,9 +796,9 @@ loaders' reports, @filepath{manager-exits.rkt} a worker's exit,
 reloads, @filepath{manager-watch.rkt} is the tick (deadlines, the watchdog, memory),
 @filepath{manager-status.rkt} the status board and files, and
 @filepath{manager-notify.rkt} what it tells systemd (@secref["systemd"];
-@filepath{sd-notify.rkt} is the notify socket). A loader is @filepath{loader.rkt} (run by
-@filepath{loader-main.rkt}); @filepath{fork.rkt} forks a worker from it and checks what a
-fork cannot share; @filepath{child-process.rkt} is the manager's handle on a worker,
+@filepath{os/sd-notify.rkt} is the notify socket). A loader is @filepath{worker/loader.rkt} (run by
+@filepath{worker/loader-main.rkt}); @filepath{os/fork.rkt} forks a worker from it and checks what a
+fork cannot share; @filepath{os/child-process.rkt} is the manager's handle on a worker,
 spawned or forked (the subreaper, the pidfd, memory read from @filepath{/proc}).
 
 @subsection[#:tag "memory"]{What each process holds}
@@ -1574,7 +1574,7 @@ when @racket[serve/fastcgi] is called, and @racket[#f] allows every client.
 socket file: a string is a user or group name, an integer a uid or gid, and @racket[#f]
 leaves the owner or group as created. @racket[backlog] is the listen backlog. These four
 defaults are also those of @exec{raco fastcgi serve}: both take them from one place in the
-source, @filepath{fastcgi/private/listener-options.rkt}.
+source, @filepath{fastcgi/private/transport/listener-options.rkt}.
 
 The servlet may capture continuations (@secref["continuations"]): they are kept in
 @racket[manager], a @racketmodname[web-server/managers/manager] manager, or when it is
@@ -2442,45 +2442,55 @@ trusts such a header should take it only from a front that sets it itself.
 
 @section[#:tag "inside"]{Inside the server}
 
-For whoever changes the server: the modules of @filepath{fastcgi/private/} a request
-passes through, in order, each knowing only the ones below it. The README's
-@italic{Layout} section lists every module.
+For whoever changes the server. The modules of @filepath{fastcgi/private/} are in folders
+by layer, lowest first; a module requires only modules of its own folder and of the
+folders before it (@filepath{fastcgi/private/layers.rktd} gives the order, and a test
+checks every module against it). The README's @italic{Layout} section lists every module
+of each folder.
+
+@(define-runtime-path layers-file "../private/layers.rktd")
+@(itemlist
+  (for/list ([l (in-list (call-with-input-file layers-file read))])
+    (item (filepath (string-append (car l) "/")) ": " (cadr l) ".")))
+
+The modules a request passes through, in order (in @filepath{engine/} unless a folder is
+named):
 
 @itemlist[#:style 'ordered
- @item{@filepath{server.rkt} accepts (@filepath{listener.rkt}) and makes the connection:
+ @item{@filepath{server.rkt} accepts (@filepath{transport/listener.rkt}) and makes the connection:
        @filepath{wire.rkt}'s @tt{conn}, whose I/O is @filepath{io.rkt}'s record of actions
        (receive, send, send records, readable and writable events, shut down, close), one
-       implementation over the socket's descriptor (@filepath{socket-io.rkt}) and one over
+       implementation over the socket's descriptor (@filepath{transport/socket-io.rkt}) and one over
        ports, so that no code asks which it has.}
- @item{@filepath{connection.rkt} serves it: the event loop (@filepath{poller.rkt}) runs its
+ @item{@filepath{connection.rkt} serves it: the event loop (@filepath{os/poller.rkt}) runs its
        reader when the socket is readable. Exactly one party reads a connection at a
        time; who it is (parked in the loop, the loop, an inline handler, a thread of its
        own, taken over, ended) and every hand-over is the state machine of
        @filepath{owner.rkt}, whose header holds the table of transitions.}
- @item{The reader reads into the decoder's space (@filepath{protocol-decoder.rkt}; records
-       per @filepath{protocol-record.rkt}, name-value pairs per
-       @filepath{protocol-pairs.rkt}: the codec knows no sockets) and gives each record
+ @item{The reader reads into the decoder's space (@filepath{protocol/protocol-decoder.rkt}; records
+       per @filepath{protocol/protocol-record.rkt}, name-value pairs per
+       @filepath{protocol/protocol-pairs.rkt}: the codec knows no sockets) and gives each record
        to @filepath{dispatch.rkt}: @wire{BEGIN_REQUEST} makes a request
        (@filepath{request.rkt}, @filepath{request-state.rkt}), @wire{PARAMS} are checked
        and the request is admitted or refused before any handler runs, @wire{STDIN} and
        @wire{DATA} go to the handler under the body flow rule (@secref["flow"]). The
        connection layer answers in FastCGI terms; a refusal is a reason, and
-       @filepath{cgi.rkt}, which makes every CGI answer the server itself sends, turns it
+       @filepath{protocol/cgi.rkt}, which makes every CGI answer the server itself sends, turns it
        into a status and a page.}
  @item{@filepath{handlers.rkt} runs the handler, in the reader's own thread when the
        request is alone on its connection and its input has all arrived, else in a thread
-       of its own: a servlet through @filepath{web.rkt} (with @filepath{servlet.rkt} and
-       @filepath{sessions.rkt} for continuations) or a raw handler.}
+       of its own: a servlet through @filepath{servlet/web.rkt} (with @filepath{servlet/servlet.rkt} and
+       @filepath{servlet/sessions.rkt} for continuations) or a raw handler.}
  @item{What the handler writes is buffered and cut into @wire{STDOUT} records by
        @filepath{request-output.rkt}, and leaves with @wire{END_REQUEST} through
        @filepath{wire.rkt}'s one writer per connection and @filepath{io.rkt}.}
  @item{@filepath{handlers.rkt}'s @tt{retire!} frees the request's id and keeps or closes
        the connection. Every deadline (first byte, idle, read, write, request, drain) is
        a field of the connection or request that the server's one timer
-       (@filepath{timer.rkt}, on the monotonic clock of @filepath{clock.rkt}) sweeps.}
+       (@filepath{timer.rkt}, on the monotonic clock of @filepath{util/clock.rkt}) sweeps.}
 ]
 
 Settings are structs whose defaults are stated once: a listener's in
-@filepath{listener-options.rkt}, the limits in @filepath{limits.rkt}, @exec{serve}'s in
-@filepath{config.rkt}, which is also the one place the configuration is written for a
+@filepath{transport/listener-options.rkt}, the limits in @filepath{util/limits.rkt}, @exec{serve}'s in
+@filepath{worker/config.rkt}, which is also the one place the configuration is written for a
 worker and read back.

@@ -17,7 +17,7 @@
          racket/port
          racket/runtime-path
          racket/unix-socket
-         "../../fastcgi/private/protocol.rkt"
+         "../../fastcgi/private/protocol/protocol.rkt"
          "../integration/lib.rkt")
 (provide generate-input
          input-seed

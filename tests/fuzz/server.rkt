@@ -11,7 +11,7 @@
 ;; "gc done"; "fds" prints how many sockets have a descriptor above 1024; "log" prints "log
 ;; done" once every log line queued before it is in the log file ("log timeout" if that
 ;; took over 2 s); EOF on stdin
-;; stops the server. As in raco fastcgi (fastcgi/private/raco.rkt), the server runs under a
+;; stops the server. As in raco fastcgi (fastcgi/private/cli/raco.rkt), the server runs under a
 ;; logger with no parent, so that Racket's default stderr receiver does not print its
 ;; error lines a second time, without a timestamp.
 (module serve racket/base
@@ -20,7 +20,7 @@
            racket/list
            racket/os
            "../../fastcgi/main.rkt"
-           "../../fastcgi/private/logging.rkt")
+           "../../fastcgi/private/os/logging.rkt")
 
   ;; count-port : (or/c input-port #f) -> natural ; bytes until EOF, nothing kept
   (define (count-port in)

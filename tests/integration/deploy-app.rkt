@@ -9,7 +9,7 @@
 (require racket/os
          "../../fastcgi/main.rkt"
          ;; White box, for one figure only: which FastCGI connection carried a request.
-         (only-in "../../fastcgi/private/request.rkt" fastcgi-request-conn))
+         (only-in "../../fastcgi/private/engine/request.rkt" fastcgi-request-conn))
 (provide fastcgi-handler)
 
 (define host (or (getenv "APP_HOST") "-"))

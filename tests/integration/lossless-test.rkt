@@ -16,8 +16,8 @@
            racket/list
            racket/string
            rackunit
-           (only-in "../../fastcgi/private/ffi.rkt" c-geteuid)
-           "../../fastcgi/private/signals.rkt"
+           (only-in "../../fastcgi/private/os/ffi.rkt" c-geteuid)
+           "../../fastcgi/private/os/signals.rkt"
            "deploy-lib.rkt"
            "lib.rkt"
            (only-in "../lib/serve.rkt" pid-file->status-file read-status-file))

@@ -17,7 +17,7 @@
          web-server/http/cookie-parse
          "../../fastcgi/main.rkt"
          ;; White box, for one check only: which FastCGI connection carried a request.
-         (only-in "../../fastcgi/private/request.rkt" fastcgi-request-conn)
+         (only-in "../../fastcgi/private/engine/request.rkt" fastcgi-request-conn)
          "../lib/web-app.rkt"
          "lib.rkt")
 

@@ -21,12 +21,12 @@
          racket/port
          rackunit
          "../../fastcgi/main.rkt"
-         "../../fastcgi/private/protocol.rkt"
-         (only-in "../../fastcgi/private/server.rkt" start-server
+         "../../fastcgi/private/protocol/protocol.rkt"
+         (only-in "../../fastcgi/private/engine/server.rkt" start-server
                   running-server-server running-server-stop)
-         (only-in "../../fastcgi/private/transport.rkt" listener-for)
-         (only-in "../../fastcgi/private/wire.rkt" server-connections server-running)
-         (only-in "../../fastcgi/private/table.rkt" table-count)
+         (only-in "../../fastcgi/private/transport/transport.rkt" listener-for)
+         (only-in "../../fastcgi/private/engine/wire.rkt" server-connections server-running)
+         (only-in "../../fastcgi/private/util/table.rkt" table-count)
          "../fuzz/fuzz.rkt"
          "../integration/lib.rkt"
          "raw-peer.rkt")

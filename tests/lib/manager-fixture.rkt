@@ -7,12 +7,12 @@
 ;; put off for good (a test that wants one sets manager-next-spawn-ms itself).
 (require racket/file
          racket/os
-         "../../fastcgi/private/config.rkt"
-         "../../fastcgi/private/control.rkt"
-         "../../fastcgi/private/log.rkt"
-         "../../fastcgi/private/manager-state.rkt"
-         "../../fastcgi/private/pm.rkt"
-         "../../fastcgi/private/transport.rkt"
+         "../../fastcgi/private/worker/config.rkt"
+         "../../fastcgi/private/worker/control.rkt"
+         "../../fastcgi/private/util/log.rkt"
+         "../../fastcgi/private/manager/manager-state.rkt"
+         "../../fastcgi/private/manager/pm.rkt"
+         "../../fastcgi/private/transport/transport.rkt"
          "../integration/lib.rkt")
 (provide call-with-manager
          add-worker!

@@ -6,7 +6,7 @@
 ;; received, in order; the test waits for the ones it expects, each wait bounded.
 (require ffi/unsafe
          ffi/unsafe/port
-         "../../fastcgi/private/ffi.rkt")
+         "../../fastcgi/private/os/ffi.rkt")
 (provide open-notify-socket
          close-notify-socket!
          notify-datagrams

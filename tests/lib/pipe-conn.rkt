@@ -4,15 +4,15 @@
 ;; socket, no listener, no event loop: a server state (make-server), a connection over two
 ;; pipes (make-conn), and the front's end of them as a raw peer (tests/lib/raw-peer.rkt),
 ;; so the peer's readers (peer-answer, peer-read-record ...) work on it unchanged.
-(require "../../fastcgi/private/limits.rkt"
-         (only-in "../../fastcgi/private/protocol.rkt" pairs->bytes)
-         (only-in "../../fastcgi/private/request.rkt" make-fastcgi-request raw-params)
-         (only-in "../../fastcgi/private/request-state.rkt" set-fastcgi-request-pv!
+(require "../../fastcgi/private/util/limits.rkt"
+         (only-in "../../fastcgi/private/protocol/protocol.rkt" pairs->bytes)
+         (only-in "../../fastcgi/private/engine/request.rkt" make-fastcgi-request raw-params)
+         (only-in "../../fastcgi/private/engine/request-state.rkt" set-fastcgi-request-pv!
                   set-fastcgi-request-state!)
-         (only-in "../../fastcgi/private/table.rkt" table-set!)
-         (only-in "../../fastcgi/private/server.rkt" make-server)
-         (only-in "../../fastcgi/private/connection.rkt" serve-connection)
-         (only-in "../../fastcgi/private/wire.rkt" make-conn conn-requests)
+         (only-in "../../fastcgi/private/util/table.rkt" table-set!)
+         (only-in "../../fastcgi/private/engine/server.rkt" make-server)
+         (only-in "../../fastcgi/private/engine/connection.rkt" serve-connection)
+         (only-in "../../fastcgi/private/engine/wire.rkt" make-conn conn-requests)
          "raw-peer.rkt")
 (provide make-pipe-conn
          make-pipe-conn/ports

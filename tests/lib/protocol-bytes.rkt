@@ -1,6 +1,6 @@
 #lang racket/base
 ;; Helpers of the protocol tests (protocol-record, -pairs, -decoder and protocol-test).
-(require (only-in "../../fastcgi/private/protocol.rkt" exn:fail:fastcgi:protocol?))
+(require (only-in "../../fastcgi/private/protocol/protocol.rkt" exn:fail:fastcgi:protocol?))
 (provide stream-bytes protocol-error?)
 
 ;; stream-bytes : (output-port -> any) -> bytes ; what write! writes

@@ -9,7 +9,7 @@
          racket/unix-socket
          rackunit
          "../../fastcgi/main.rkt"
-         "../../fastcgi/private/protocol.rkt")
+         "../../fastcgi/private/protocol/protocol.rkt")
 (provide call-with-server
          call-with-tcp-server
          (struct-out answer)

@@ -13,9 +13,9 @@
          racket/tcp
          racket/unix-socket
          rackunit
-         "../../fastcgi/private/ffi.rkt"
-         "../../fastcgi/private/log.rkt"
-         "../../fastcgi/private/transport.rkt")
+         "../../fastcgi/private/os/ffi.rkt"
+         "../../fastcgi/private/util/log.rkt"
+         "../../fastcgi/private/transport/transport.rkt")
 (provide transport-error?
          listener-port
          round-trip
@@ -28,7 +28,7 @@
          call-with-accepted-fd
          at-fd-limit)
 
-(define-runtime-path transport-module "../../fastcgi/private/transport.rkt")
+(define-runtime-path transport-module "../../fastcgi/private/transport/transport.rkt")
 
 (define c-dup (get-ffi-obj "dup" #f (_fun _int -> _int)))
 (define c-getrlimit (get-ffi-obj "getrlimit" #f (_fun _int _bytes -> _int)))

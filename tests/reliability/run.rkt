@@ -25,7 +25,7 @@
          racket/string
          racket/system
          racket/tcp
-         "../../fastcgi/private/signals.rkt"
+         "../../fastcgi/private/os/signals.rkt"
          "../integration/lib.rkt"
          "loadgen.rkt")
 

@@ -1,7 +1,7 @@
 #lang racket/base
 ;; examples/hello.rkt's answer from a module that requires web-server/servlet (as most
 ;; servlets do): the process then has web-server's continuation API, and the servlet runs
-;; under the servlet prompt and parameters (fastcgi/private/servlet.rkt) though it never
+;; under the servlet prompt and parameters (fastcgi/private/servlet/servlet.rkt) though it never
 ;; captures a continuation.
 (require web-server/servlet)
 (provide start)

@@ -1,0 +1,92 @@
+#lang racket/base
+;; `raco fastcgi ctl status|reload|stop --pid-file FILE`: for scripts and systemd units.
+;; status prints the pool's status (from FILE.status.json, which the manager keeps fresh);
+;; reload sends SIGHUP and waits for the reload that answers it (one asked while another
+;; is under way runs after that one): exit 0 when its generation serves, 1 with the reason
+;; when it failed; stop sends SIGTERM and waits until the manager has exited.
+(require racket/cmdline racket/file racket/string
+         "cli-args.rkt" "../util/clock.rkt" "../status/pool-status.rkt" "../os/signals.rkt")
+(provide ctl-command)
+
+;; ctl-command : (vectorof string) -> void
+(define (ctl-command argv)
+  (define pid-file #f)
+  (define timeout 60)
+  (define fmt 'text)
+  (define action
+    (command-line
+     #:program "raco fastcgi ctl"
+     #:argv argv
+     #:once-each
+     [("--pid-file" "-p") file "The manager's pid file (its --pid-file)" (set! pid-file file)]
+     [("--timeout") secs "Seconds to wait for reload or stop (default 60)"
+      (set! timeout (seconds-arg "--timeout" secs))]
+     [("--json") "status: print JSON instead of text" (set! fmt 'json)]
+     #:args (command) command))
+  (unless pid-file (raise-user-error 'raco-fastcgi "ctl: give --pid-file FILE (the manager's --pid-file)"))
+  (define pid (read-pid pid-file))
+  (define board-file (string-append pid-file ".status.json"))
+  (case action
+    [("status")
+     (define board (read-scoreboard board-file))
+     (unless board (raise-user-error 'raco-fastcgi "ctl: no status in ~a yet" board-file))
+     (write-bytes (render-status board fmt))
+     (when (eq? fmt 'json) (newline))]
+    [("reload")
+     ;; the manager counts the reloads asked and publishes how many of them the last
+     ;; finished reload answers: ours is answered once that passes the count before it
+     (define before (or (read-scoreboard board-file) (hasheq)))
+     (define asked (hash-ref before 'reload_asks 0))
+     ;; a manager started before this version counts no asks: any reload that ends answers
+     (define (answered? b)
+       (if (hash-has-key? b 'reload_settled)
+           (> (hash-ref b 'reload_settled) asked)
+           (for/or ([k (in-list '(reloads reload_failures))])
+             (> (hash-ref b k 0) (hash-ref before k 0)))))
+     (send-signal! pid SIGHUP)
+     (define result
+       (wait-until timeout
+                   (λ ()
+                     (define b (read-scoreboard board-file))
+                     (cond
+                       [(not (process-alive? pid)) 'gone]
+                       [(and b (answered? b)) b]
+                       [else #f]))))
+     (cond
+       [(hash? result)
+        (define why (hash-ref result 'last_reload_error
+                              (and (> (hash-ref result 'reload_failures 0) (hash-ref before 'reload_failures 0))
+                                   "see the manager's log")))
+        (cond
+          [(string? why)
+           (eprintf "raco fastcgi ctl: reload failed: ~a; generation ~a goes on serving\n"
+                    why (hash-ref result 'generation "?"))
+           (exit 1)]
+          [else (printf "reloaded: generation ~a serves\n" (hash-ref result 'generation "?"))])]
+       [(eq? result 'gone) (eprintf "raco fastcgi ctl: the manager (pid ~a) exited\n" pid) (exit 1)]
+       [else (eprintf "raco fastcgi ctl: reload not done after ~a s\n" timeout) (exit 1)])]
+    [("stop")
+     (send-signal! pid SIGTERM)
+     (cond
+       [(wait-until timeout (λ () (not (process-alive? pid)))) (printf "stopped\n")]
+       [else (eprintf "raco fastcgi ctl: pid ~a still running after ~a s\n" pid timeout) (exit 1)])]
+    [else (raise-user-error 'raco-fastcgi "ctl: expected status, reload or stop, got ~s" action)]))
+
+;; read-pid : path-string -> natural ; a live manager's pid, or a clear error
+(define (read-pid file)
+  (define text (with-handlers ([exn:fail? (λ (e) (raise-user-error 'raco-fastcgi "ctl: cannot read ~a: ~a" file (exn-message e)))])
+                 (file->string file)))
+  (define pid (string->number (string-trim text)))
+  (unless (exact-positive-integer? pid)
+    (raise-user-error 'raco-fastcgi "ctl: ~a does not hold a pid: ~s" file text))
+  (unless (process-alive? pid)
+    (raise-user-error 'raco-fastcgi "ctl: no process ~a (from ~a): the manager is not running" pid file))
+  pid)
+
+;; wait-until : real (-> any) -> any ; polls every 50 ms; #f at the deadline
+(define (wait-until timeout probe)
+  (define deadline (+ (now-ms) (* 1000 timeout)))
+  (let loop ()
+    (or (probe)
+        (and (< (now-ms) deadline)
+             (begin (sleep 0.05) (loop))))))

@@ -1,0 +1,229 @@
+#lang racket/base
+;; What the workers tell the manager (manager.rkt), over its control socket (control.rkt;
+;; the lines are listed in worker.rkt's header): a thread per connection hands each line to
+;; the main loop, which applies it here: ready (and a reload's new generation taking over),
+;; stat, metrics, limit, recycle, failed. A worker answering the status path asks for the board instead.
+;; A generation's loader (loader.rkt) reports on such a connection too: loaded, unsafe,
+;; forced, failed; its answers to fork lines go to the manager's fork-replies channel,
+;; which the manager awaits while it forks (manager-workers.rkt).
+(require racket/list
+         racket/string
+         "../util/clock.rkt"
+         "../worker/control.rkt"
+         "../util/log.rkt"
+         "manager-reload.rkt"
+         "manager-state.rkt"
+         "manager-status.rkt"
+         "manager-workers.rkt"
+         "../status/metrics.rkt"
+         "../transport/transport.rkt")
+(provide start-control-thread!
+         message!
+         wanted-generation?
+         await-reports!)
+
+;; start-control-thread! : manager -> thread
+;; Each control connection gets the keys first; then a worker says "hello PID" and reports,
+;; or a worker answering the status path asks for the board (the last one published).
+(define (start-control-thread! m)
+  (thread
+   (λ ()
+     (let loop ()
+       (define-values (in out peer)
+         (with-handlers ([exn:fail? (λ (e) (values #f #f #f))]) (listener-accept (manager-control m))))
+       (when in
+         (thread (λ ()
+                   (with-handlers ([exn:fail? void]) (write-keys! out (manager-secret m) (manager-relay-key m)))
+                   (read-reports in out (manager-messages m) (manager-fork-replies m)
+                                 (λ () (manager-last-board m)))))
+         (loop))))))
+
+;; read-reports : input-port output-port channel channel (-> (or/c hash #f)) -> void
+;; After hello (a worker's) or loader (a loader's), the main loop gets (list pid out), the
+;; port to ask the worker to retire or the loader to fork, then (list pid line) for each
+;; line, then (list pid eof) when the connection ends; a loader's "forked" lines go to
+;; fork-replies instead. Asked for the board instead, it answers and the connection ends.
+(define (read-reports in out messages fork-replies board)
+  (define pid
+    (with-handlers ([exn:fail? (λ (e) #f)])
+      (define hello (read-line in))
+      (when (equal? hello "board") (answer-board! out (board)))
+      (define m (and (string? hello) (regexp-match #rx"^(?:hello|loader|base) ([0-9]+)$" hello)))
+      (and m (string->number (cadr m)))))
+  (when pid
+    (channel-put messages (list pid out))
+    (with-handlers ([exn:fail? void])
+      (let loop ()
+        (define line (read-line in))
+        (when (string? line)
+          (if (regexp-match? #rx"^forked(?:-loader)? " line)
+              (channel-put fork-replies line)
+              (channel-put messages (list pid line)))
+          (loop))))
+    (channel-put messages (list pid eof)))
+  (close-input-port in)
+  (unless pid (with-handlers ([exn:fail? void]) (close-output-port out))))
+
+;; message! : manager (list natural (or/c output-port eof-object string)) -> void
+;; From a worker's or a loader's control connection: its port (after hello), a line, its end.
+(define (message! m msg)
+  (define w (hash-ref (manager-workers m) (first msg) #f))
+  (define ld (and (not w) (loader-by-pid m (first msg))))
+  (define x (second msg))
+  (cond
+    [ld (loader-message! m ld x)]
+    [(output-port? x) (when w (set-worker-control! w x))]
+    [(eof-object? x) (when w (set-worker-reports-done?! w #t))]
+    [else
+     (when w (set-worker-heard-ms! w (now-ms)))
+     (handle-message! m (first msg) x)]))
+
+;; handle-message! : manager natural string -> void
+(define (handle-message! m pid line)
+  (define w (hash-ref (manager-workers m) pid #f))
+  (define words (string-split line))
+  (when (and w (pair? words))
+    (case (first words)
+      [("ready") (ready! m w) (publish! m (now-ms))]
+      [("stat") (stat! w (rest words))]
+      [("metrics") (let ([x (words->metrics (rest words))]) (when x (set-worker-metrics! w x)))]
+      [("limit") (let ([n (and (pair? (rest words)) (string->number (second words)))])
+                   (set-worker-max-requests! w (and (exact-positive-integer? n) n)))]
+      [("recycle") (recycle! m w (string-join (rest words)))]
+      ;; escaped by the worker: one line of plain ASCII
+      [("failed") (set-worker-failure! w (substring line (min (string-length line) 7)))]
+      [else (void)])))
+
+;; await-reports! : manager (-> boolean) -> void
+;; The last lines of a process that exited (why it could not start) may still be on their
+;; way when its exit is seen: they are read and applied until done? (its connection has
+;; ended), for at most a second.
+(define (await-reports! m done?)
+  (define deadline (+ (now-ms) 1000))
+  (let loop ()
+    (unless (or (done?) (> (now-ms) deadline))
+      (define msg (sync/timeout 0.05 (manager-messages m)))
+      (when msg (message! m msg))
+      (loop))))
+
+;; loader-by-pid : manager natural -> (or/c loader #f)
+(define (loader-by-pid m pid)
+  (define base (manager-base m))
+  (if (and base (eqv? (loader-pid base) pid))
+      base
+      (for/first ([ld (in-hash-values (manager-loaders m))] #:when (eqv? (loader-pid ld) pid)) ld)))
+
+;; loader-message! : manager loader (or/c output-port eof-object string) -> void
+(define (loader-message! m ld x)
+  (cond
+    [(output-port? x) (set-loader-control! ld x)]
+    [(eof-object? x) (set-loader-reports-done?! ld #t)]
+    [else
+     (define r (regexp-match #px"^([a-z]+) ?(.*)$" x))
+     (define what (and r (caddr r)))
+     (define base? (eq? ld (manager-base m)))
+     (case (and r (cadr r))
+       [("loaded") (let ([k (regexp-match #px"^(raw|servlet) ([0-9]+)$" what)])
+                     (loaded! m ld (and k (string->symbol (cadr k))) (and k (string->number (caddr k)))))]
+       [("ready") (when base? (base-ready! m ld (string->number what)))]
+       [("unsafe") (if base? (base-unsafe! m ld what) (unsafe! m ld what))]
+       ;; escaped by the loader: one line of plain ASCII
+       [("forced")
+        (log-fastcgi-warning "generation ~a: --preload: forking all the same, though loading the app left what a fork cannot share: ~a"
+                             (loader-gen ld) what)]
+       [("failed") (set-loader-failure! ld what)]
+       [else (void)])]))
+
+;; loaded! : manager loader (or/c 'raw 'servlet #f) (or/c natural #f) -> void
+;; The generation's workers asked so far are forked now. The first generation's kind is
+;; what the pool's base will load (manager-workers.rkt's start-loader!).
+(define (loaded! m ld kind image)
+  (set-loader-state! ld 'ready)
+  (set-loader-image! ld image)
+  (define g (loader-gen ld))
+  (log-fastcgi-info "generation ~a loaded once by loader ~a (a heap of ~a MiB, shared): forking its workers"
+                    g (loader-pid ld) (if image (quotient image 1048576) "?"))
+  (when (and kind (not (manager-base-kind m)))
+    (set-manager-base-kind! m kind))
+  (define n (loader-wanted ld))
+  (set-loader-wanted! ld 0)
+  (when (wanted-generation? m g)
+    (for ([_ (in-range n)]) (spawn! m g))))
+
+;; base-ready! : manager loader (or/c natural #f) -> void
+(define (base-ready! m base image)
+  (set-loader-state! base 'ready)
+  (set-loader-image! base image)
+  (log-fastcgi-debug "the base ~a is ready (a heap of ~a MiB): later loaders are forked from it"
+                     (loader-pid base) (if image (quotient image 1048576) "?"))
+  (start-waiting-loaders! m))
+
+;; base-unsafe! : manager loader string -> void
+;; Loading the libraries left what a fork cannot share: loaders start as processes.
+(define (base-unsafe! m base what)
+  (set-loader-state! base 'unsafe)
+  (log-fastcgi-warning "the base: loading the libraries left what a fork cannot share (~a): each generation's loader loads them itself"
+                       what)
+  (start-waiting-loaders! m))
+
+;; unsafe! : manager loader string -> void
+;; The generation's workers each load the app, as with --no-preload.
+(define (unsafe! m ld what)
+  (set-loader-state! ld 'unsafe)
+  (define g (loader-gen ld))
+  (log-fastcgi-warning "generation ~a: loading the app left what a fork cannot share (~a): each worker loads the app itself"
+                       g what)
+  (define n (loader-wanted ld))
+  (set-loader-wanted! ld 0)
+  (when (wanted-generation? m g)
+    (for ([_ (in-range n)]) (spawn! m g))))
+
+;; wanted-generation? : manager natural -> boolean ; the one that serves or the one a reload starts
+(define (wanted-generation? m g)
+  (and (not (manager-stopping? m))
+       (or (= g (manager-gen m)) (eqv? g (manager-reload-gen m)))))
+
+;; stat! : worker (listof string) -> void
+;; 6 numbers or more (a newer worker may send more than this manager knows)
+(define (stat! w words)
+  (define ns (for/list ([n (in-list (map string->number words))])
+               (and (exact-nonnegative-integer? n) n)))
+  (when (and (>= (length ns) 6) (andmap values (take ns 6)))
+    (when (or (positive? (second ns)) (> (first ns) (worker-requests w)))
+      (set-worker-last-busy-ms! w (now-ms)))
+    (set-worker-requests! w (first ns))
+    (set-worker-active! w (second ns))
+    (set-worker-connections! w (third ns))
+    (set-worker-slow! w (fourth ns))
+    (set-worker-shed! w (fifth ns))
+    (set-worker-queue-delay! w (sixth ns))
+    (when (and (>= (length ns) 7) (seventh ns)) (set-worker-sessions! w (seventh ns)))
+    (when (and (>= (length ns) 8) (eighth ns)) (set-worker-log-dropped! w (eighth ns)))
+    (when (and (>= (length ns) 9) (ninth ns))
+      (set-worker-oldest-ms! w (and (positive? (ninth ns)) (- (now-ms) (ninth ns)))))))
+
+;; ready! : manager worker -> void
+;; The last of a reload's new generation ready: the old one retires, the new one serves.
+;; Otherwise a fresh worker takes the place of one of its generation waiting to be recycled.
+(define (ready! m w)
+  (set-worker-state! w 'ready)
+  (set-worker-ready-ms! w (now-ms))
+  (read-memory! w (now-ms))
+  (set-manager-ever-ready?! m #t)
+  (log-fastcgi-info "worker ~a ready (generation ~a)" (worker-pid w) (worker-gen w))
+  (define reload-gen (manager-reload-gen m))
+  (cond
+    [(and reload-gen (= (worker-gen w) reload-gen))
+     (when (andmap (λ (x) (eq? (worker-state x) 'ready)) (serving m reload-gen))
+       (for ([old (in-list (live-workers m))] #:when (< (worker-gen old) reload-gen))
+         (retire! m old "reload: replaced by the new generation"))
+       (stop-idle-loaders! m)
+       (set-manager-gen! m reload-gen)
+       (log-fastcgi-info "reload done: generation ~a serves" reload-gen)
+       (reload-settled! m #f))]
+    [else
+     (define waiting (sort (filter (λ (x) (and (worker-recycle x) (= (worker-gen x) (worker-gen w))
+                                               (not (eq? (worker-state x) 'draining))))
+                                   (live-workers m))
+                           < #:key worker-started-ms))
+     (when (pair? waiting) (retire! m (first waiting) (worker-recycle (first waiting))))]))

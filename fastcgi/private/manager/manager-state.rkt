@@ -1,0 +1,207 @@
+#lang racket/base
+;; The manager's state (manager.rkt): one struct per worker process, and one for the pool,
+;; which every procedure of the manager's modules takes as its first argument. Only the
+;; manager's main loop touches it, so it needs no locks. Also here: the queries over the
+;; workers that several of those modules ask, and what the manager releases when it ends.
+(require ffi/unsafe/port
+         racket/file
+         "../os/child-process.rkt"
+         "../os/logging.rkt"
+         "../transport/transport.rkt")
+(provide (except-out (struct-out worker) worker)
+         make-worker
+         (except-out (struct-out loader) loader)
+         make-loader
+         loader-started!
+         generation-loader
+         read-memory!
+         (except-out (struct-out manager) manager)
+         make-manager
+         crash-window-ms
+         manager-cfg
+         live-workers
+         serving
+         total-add!
+         start-failures-over!
+         clean-up!)
+
+;; A worker that dies younger than this counts as a crash (manager-exits.rkt), and one
+;; that lived longer since the last crash lets workers start without delay again.
+(define crash-window-ms 10000.)
+
+;; One worker process. id: its number in the pool (relay and handover names); gen: its
+;; generation (a reload starts the next). state: 'starting 'ready 'draining. retiring?:
+;; it was asked to retire (serve its servlet sessions, then stop) rather than to stop.
+;; control: the output port of its control connection, once it said hello. failure: why it
+;; could not start, as it said in a "failed" line. reports-done?: its control connection
+;; has ended. heard-ms: when its last line came. late: #f, #t (silent past the late
+;; threshold), or 'killed. recycle: why it waits to be replaced, or #f. The counters
+;; (requests active connections slow shed queue-delay sessions log-dropped) are its last
+;; stat line's; rss, private and shared its resident memory as last read (all of it, its
+;; own pages, the pages it shares: a forked worker shares its loader's image); metrics its
+;; last metrics line's (a metrics, metrics.rkt), or #f; max-requests the limit it drew (its
+;; limit line), or #f; shared-ms: when its shared memory was last read; oldest-ms: when
+;; (the manager's clock) its oldest running request began, as of its last stat line, or
+;; #f with none. sp: its
+;; child-process (child-process.rkt); forked?: a loader forked it.
+(struct worker (id sp pid gen started-ms
+                [state #:mutable] [ready-ms #:mutable]
+                [requests #:mutable] [active #:mutable] [connections #:mutable] [slow #:mutable]
+                [shed #:mutable] [queue-delay #:mutable] [sessions #:mutable]
+                [rss #:mutable] [drain-deadline #:mutable] [recycle #:mutable]
+                [last-busy-ms #:mutable] [retiring? #:mutable] [control #:mutable]
+                [failure #:mutable] [reports-done? #:mutable] [log-dropped #:mutable]
+                [heard-ms #:mutable] [late #:mutable] [metrics #:mutable]
+                [max-requests #:mutable] [private #:mutable] [shared #:mutable] [shared-ms #:mutable]
+                [oldest-ms #:mutable] forked?)
+  #:transparent)
+
+;; make-worker : #:id natural #:process child-process #:generation natural #:now flonum
+;;               [#:forked? boolean] -> worker
+(define (make-worker #:id id #:process sp #:generation gen #:now now #:forked? [forked? #f])
+  (worker id sp (child-pid sp) gen now
+          'starting #f
+          0 0 0 0
+          0 0 0
+          #f #f #f
+          now #f #f
+          #f #f 0
+          now #f #f
+          #f #f #f -inf.0 #f forked?))
+
+;; The loader of a generation (loader.rkt): the process that loads the app once and
+;; forks the generation's workers. sp: its child-process (a subprocess, or forked by the
+;; pool's base), #f while it waits for the base. state: 'waiting (for the base), 'loading, 'ready (it takes
+;; fork requests), 'unsafe (loading left what a fork cannot share: the generation's
+;; workers load the app themselves), 'gone (it exited or failed). control: the output port
+;; of its control connection, once it said hello. wanted: workers asked of it while it
+;; loads, forked when it is ready. image: its heap once static (bytes), or #f. failure:
+;; why the app does not load, as it said. reports-done?: its control connection ended.
+;; rss: its resident memory as last read. exited?: the manager has seen it exit. deaths:
+;; how many loaders of its generation died in a row soon after they started, before it.
+(struct loader (gen [sp #:mutable] [pid #:mutable] [started-ms #:mutable]
+                    [state #:mutable] [control #:mutable] [wanted #:mutable] [image #:mutable]
+                    [failure #:mutable] [reports-done? #:mutable] [rss #:mutable]
+                    [exited? #:mutable] [deaths #:mutable])
+  #:transparent)
+
+;; make-loader : #:generation natural #:process (or/c child-process #f) #:now flonum -> loader
+;; (the pool's base is one too, of generation 0: loader.rkt). Without a process, it waits
+;; for the base (state 'waiting, no pid) and gets one with loader-started!.
+(define (make-loader #:generation gen #:process sp #:now now)
+  (loader gen sp (and sp (child-pid sp)) now (if sp 'loading 'waiting) #f 0 #f #f #f #f #f 0))
+
+;; loader-started! : loader child-process flonum -> void ; a waiting loader's process, loading
+(define (loader-started! ld sp now)
+  (set-loader-sp! ld sp)
+  (set-loader-pid! ld (child-pid sp))
+  (set-loader-started-ms! ld now)
+  (set-loader-state! ld 'loading))
+
+;; read-memory! : worker flonum -> void
+;; Its resident memory, its shared part (read every shared-every-ms: costly) and its
+;; private memory: resident less the shared part last read, which never overstates it
+;; (pages shared at the fork only ever become private).
+(define shared-every-ms 5000.)
+(define (read-memory! w now)
+  (define rss (process-rss (worker-pid w)))
+  (set-worker-rss! w rss)
+  (when (and rss (> (- now (worker-shared-ms w)) shared-every-ms))
+    (set-worker-shared-ms! w now)
+    (set-worker-shared! w (process-shared (worker-pid w))))
+  (set-worker-private! w (and rss (max 0 (- rss (or (worker-shared w) 0))))))
+
+;; The pool. Fixed at start: config (serve-config), pid, plan (pm-plan), listener and
+;; address (the listening socket; listen-port: it as a port, for the workers' fd 0), control (the control socket's listener), prefix (its
+;; name's, control.rkt), pid-file and scoreboard (#f without --pid-file), messages (the
+;; channel of the control connections' lines), start-ms, relay-key, workers (pid ->
+;; worker), totals (counters of workers that are gone, and of events), cut (the workers
+;; stopped at once past the hard memory ceiling, once each).
+;; Changing: secret (--secret-file's is read again at each reload); gen (the generation
+;; that serves); next-id; stopping?; the crash backoff: failures (in a row),
+;; last-failure-ms, last-start-error, ever-ready? (a worker has been ready: the app can
+;; start), next-spawn-ms (no spawn before it). Reloads are counted as asked (SIGHUPs); one
+;; asked while another is under way runs after it (several such collapse into one):
+;; reload-gen (the generation a reload is starting, or #f), reload-pending?, reload-asks,
+;; reload-covers (the asks made before the reload under way started), reload-settled
+;; (those made before the last finished one started: `ctl reload` waits until it passes
+;; its own ask), last-reload-error (#f when the last one worked). The status:
+;; max-active, last-board and last-board-ms (the board last published), last-memory-ms
+;; (when resident memory was last read), files-ok? (the status file could be written).
+;; notify: what the manager tells systemd (manager-notify.rkt), or #f without NOTIFY_SOCKET.
+;; Preloading: preload? (the workers are forked from a loader per generation: the
+;; configuration allows it and the manager could become the subreaper of its
+;; descendants), loaders (generation -> loader), fork-replies (the channel of the loaders'
+;; "forked" lines, which the manager awaits while it forks a worker or a loader), base
+;; (the pool's base, a loader struct of generation 0 from which later loaders are forked,
+;; or #f), base-kind (what the base loads: 'raw or 'servlet, as the first generation) and
+;; stopped-loaders (loaders stopped whose exit is still to be seen: a forked one is the
+;; manager's to reap).
+(struct manager (config pid plan listener address listen-port control prefix pid-file scoreboard
+                        messages start-ms relay-key workers totals cut preload? loaders fork-replies
+                        [base #:mutable] [base-kind #:mutable] [stopped-loaders #:mutable]
+                        [secret #:mutable] [gen #:mutable] [next-id #:mutable] [stopping? #:mutable]
+                        [failures #:mutable] [last-failure-ms #:mutable] [last-start-error #:mutable]
+                        [ever-ready? #:mutable] [next-spawn-ms #:mutable]
+                        [reload-gen #:mutable] [reload-pending? #:mutable] [reload-asks #:mutable]
+                        [reload-covers #:mutable] [reload-settled #:mutable] [last-reload-error #:mutable]
+                        [max-active #:mutable] [last-board #:mutable] [last-board-ms #:mutable]
+                        [last-memory-ms #:mutable] [files-ok? #:mutable] [notify #:mutable]))
+
+;; make-manager : keyword ... -> manager ; the pool as it starts: no worker, generation 1
+(define (make-manager #:config config #:pid pid #:plan plan #:listener listener
+                      #:control control #:prefix prefix #:pid-file pid-file
+                      #:secret secret #:relay-key relay-key #:start-ms start-ms
+                      #:preload? [preload? #f])
+  (manager config pid plan listener (listener-address listener)
+           (unsafe-file-descriptor->port (listener-fd listener) 'listener '(read))
+           control prefix pid-file
+           (and pid-file (string-append pid-file ".status.json"))
+           (make-channel) start-ms relay-key (make-hasheqv) (make-hasheq) (make-weak-hasheq)
+           preload? (make-hasheqv) (make-channel) #f #f '()
+           secret 1 0 #f
+           0 0. #f
+           #f 0.
+           #f #f 0
+           0 0 #f
+           0 #f 0.
+           -inf.0 #t #f))
+
+;; manager-cfg : manager (serve-config -> any) -> any ; an option's value
+(define (manager-cfg m get) (get (manager-config m)))
+
+;; generation-loader : manager natural -> (or/c loader #f)
+(define (generation-loader m g) (hash-ref (manager-loaders m) g #f))
+
+;; live-workers : manager -> (listof worker)
+(define (live-workers m) (hash-values (manager-workers m)))
+
+;; serving : manager natural -> (listof worker) ; starting or ready, in generation g
+(define (serving m g)
+  (filter (λ (w) (and (= (worker-gen w) g) (not (eq? (worker-state w) 'draining))))
+          (live-workers m)))
+
+;; total-add! : manager symbol number -> void
+(define (total-add! m k n)
+  (define totals (manager-totals m))
+  (hash-set! totals k (+ n (hash-ref totals k 0))))
+
+;; start-failures-over! : manager -> void ; workers start and last again
+(define (start-failures-over! m)
+  (set-manager-failures! m 0)
+  (set-manager-last-start-error! m #f))
+
+;; clean-up! : manager -> void ; the socket, the pid file and the status file go
+(define (clean-up! m)
+  (define pid-file (manager-pid-file m))
+  (listener-close! (manager-listener m))
+  (when (and pid-file (equal? (file->string* pid-file) (format "~a\n" (manager-pid m))))
+    (delete-file* pid-file))
+  (when (manager-scoreboard m) (delete-file* (manager-scoreboard m)))
+  (listener-close! (manager-control m))
+  (flush-logging))
+
+;; file->string* : path -> (or/c string #f)
+(define (file->string* p) (with-handlers ([exn:fail? (λ (e) #f)]) (file->string p)))
+;; delete-file* : path -> void
+(define (delete-file* p) (with-handlers ([exn:fail? void]) (delete-file p)))

@@ -1,0 +1,312 @@
+#lang racket/base
+;; The manager's hands on single workers (manager.rkt): spawn one, stop one (drain!,
+;; retire!, at once: cut!), mark one to be recycled, and maintain! the pool at the size
+;; the process manager (pm.rkt) asks for.
+(require racket/list
+         racket/runtime-path
+         compiler/find-exe
+         "../os/child-process.rkt"
+         "../util/clock.rkt"
+         "../worker/config.rkt"
+         "../util/log.rkt"
+         "manager-state.rkt"
+         "pm.rkt"
+         "../os/signals.rkt")
+(provide spawn!
+         start-loader!
+         start-waiting-loaders!
+         start-base!
+         stop-loader!
+         stop-idle-loaders!
+         pending-forks
+         drain!
+         cut!
+         retire!
+         recycle!
+         maintain!)
+
+(define-runtime-path worker-module "../worker/worker-main.rkt")
+(define-runtime-path loader-module "../worker/loader-main.rkt")
+
+(define hard-grace 1)             ; seconds between SIGTERM and SIGKILL past --max-memory-hard
+(define fork-timeout 5)           ; seconds a loader may take to answer a fork line
+
+;; spawn! : manager natural -> (or/c worker #f)
+;; A worker of generation g. With preloading, its loader forks it (one is started for g
+;; if there is none: the worker is forked once it has loaded, and #f is returned); else,
+;; or when g's loader cannot fork, a process of its own that loads the app.
+(define (spawn! m g)
+  (define ld (and (manager-preload? m) (generation-loader m g)))
+  (cond
+    [(not (manager-preload? m)) (spawn-process! m g)]
+    [(or (not ld) (eq? (loader-state ld) 'gone))
+     (define new (start-loader! m g))
+     (set-loader-wanted! new (add1 (loader-wanted new)))
+     #f]
+    [(memq (loader-state ld) '(waiting loading))
+     (set-loader-wanted! ld (add1 (loader-wanted ld)))
+     #f]
+    [(eq? (loader-state ld) 'ready) (or (fork-worker! m ld) (spawn-process! m g))]
+    [else (spawn-process! m g)]))
+
+;; pending-forks : manager natural -> natural ; workers of generation g asked of its loader
+(define (pending-forks m g)
+  (define ld (generation-loader m g))
+  (if (and ld (memq (loader-state ld) '(waiting loading))) (loader-wanted ld) 0))
+
+;; worker-config : manager natural -> serve-config ; what worker id runs with
+(define (worker-config m id)
+  (serve-config-for-worker (manager-config m) #:pool-prefix (manager-prefix m)
+                           #:master-pid (manager-pid m) #:worker-id id))
+
+;; next-worker-id! : manager -> natural
+(define (next-worker-id! m)
+  (define id (add1 (manager-next-id m)))
+  (set-manager-next-id! m id)
+  id)
+
+;; spawn-process! : manager natural -> worker ; a worker of generation g, given the
+;; listening socket as fd 0 and its configuration on its command line (config.rkt)
+(define (spawn-process! m g)
+  (define id (next-worker-id! m))
+  (define sp (start-racket m worker-module (worker-config m id)))
+  (add-worker! m (make-worker #:id id #:process sp #:generation g #:now (now-ms))))
+
+;; add-worker! : manager worker -> worker
+(define (add-worker! m w)
+  (hash-set! (manager-workers m) (worker-pid w) w)
+  (log-fastcgi-debug "started worker ~a (generation ~a~a)" (worker-pid w) (worker-gen w)
+                     (if (worker-forked? w) ", forked" ""))
+  w)
+
+;; start-racket : manager path serve-config [(listof string)] -> subprocess
+;; racket running module with the arguments and the configuration, the listening socket
+;; as fd 0
+(define (start-racket m module cfg [args '()])
+  (define-values (sp out in err)
+    (apply subprocess (passable (current-output-port)) (manager-listen-port m) (passable (current-error-port))
+           (find-exe) "-N" (if (eq? module loader-module) "fastcgi-loader" "fastcgi-worker")
+           "-t" (path->string module)
+           "--" (append args (list (let ([o (open-output-string)]) (write-serve-config cfg o) (get-output-string o))))))
+  sp)
+
+;; start-loader! : manager natural -> loader
+;; Generation g's loader. The first generation's is a process of its own; once it has
+;; loaded, the kind of app is known (base-kind), and every later loader (a reload's, or
+;; one that replaces a dead loader) is forked from the pool's base, which is started for
+;; the first of them (the loader waits for it): it shares the runtime and the libraries
+;; with the other generations. Without a usable base, a process of its own.
+(define (start-loader! m g)
+  (define base (or (manager-base m)
+                   (and (manager-base-kind m) (start-base! m (manager-base-kind m)))))
+  (define ld
+    (make-loader #:generation g
+                 #:process (and (not (and base (eq? (loader-state base) 'loading)))
+                                (loader-process m base g))
+                 #:now (now-ms)))
+  (hash-set! (manager-loaders m) g ld)
+  (if (loader-pid ld)
+      (log-fastcgi-debug "started loader ~a (generation ~a~a)" (loader-pid ld) g
+                         (if (subprocess? (loader-sp ld)) "" ", forked from the base"))
+      (log-fastcgi-debug "generation ~a's loader waits for the base" g))
+  ld)
+
+;; start-waiting-loaders! : manager -> void
+;; The base is ready, or cannot serve: the loaders that waited for it start.
+(define (start-waiting-loaders! m)
+  (define base (manager-base m))
+  (for ([ld (in-list (hash-values (manager-loaders m)))]
+        #:when (eq? (loader-state ld) 'waiting)
+        #:unless (or (manager-stopping? m) (and base (eq? (loader-state base) 'loading))))
+    (loader-started! ld (loader-process m (manager-base m) (loader-gen ld)) (now-ms))
+    (log-fastcgi-debug "started loader ~a (generation ~a~a)" (loader-pid ld) (loader-gen ld)
+                       (if (subprocess? (loader-sp ld)) "" ", forked from the base"))))
+
+;; loader-process : manager (or/c loader #f) natural -> child-process
+(define (loader-process m base g)
+  (or (and base (eq? (loader-state base) 'ready) (fork-from-base! m base g))
+      (start-racket m loader-module (worker-config m 0))))
+
+;; start-base! : manager (or/c 'raw 'servlet) -> loader ; the pool's base, loading
+(define (start-base! m kind)
+  (set-manager-base-kind! m kind)
+  (define sp (start-racket m loader-module (worker-config m 0)
+                           (list (if (eq? kind 'servlet) "base-servlet" "base-raw"))))
+  (define base (make-loader #:generation 0 #:process sp #:now (now-ms)))
+  (set-manager-base! m base)
+  (log-fastcgi-debug "started the base ~a (~a)" (loader-pid base) kind)
+  base)
+
+;; fork-from-base! : manager loader natural -> (or/c child-process #f)
+;; Asks the base for generation g's loader and waits for its answer; #f when it fails or
+;; does not answer in time (the base is then killed: the manager starts another when it
+;; sees it exit).
+(define (fork-from-base! m base g)
+  (fork-by! m base (format "loader ~a" g) (format "forked-loader ~a" g)
+            (format "the base ~a" (loader-pid base)) "the loader"))
+
+;; fork-by! : manager loader string string string string -> (or/c child-process #f)
+;; The process that the forker (a loader, or the base) forked when asked by line, or #f:
+;; then the failure is logged (what: the forker; whom: what is started instead as a
+;; process of its own) and a forker that did not answer is killed.
+(define (fork-by! m forker line prefix what whom)
+  (define pid (ask-fork m forker line prefix))
+  (cond
+    [(and pid (positive? pid)) (adopt-child pid)]
+    [else
+     (log-fastcgi-error "~a ~a: starting ~a as a process of its own" what
+                        (if pid "could not fork" (format "did not answer within ~a s" fork-timeout)) whom)
+     (unless pid
+       (set-loader-state! forker 'gone)
+       (send-signal! (loader-pid forker) SIGKILL))
+     #f]))
+
+;; ask-fork : manager loader string string -> (or/c integer #f)
+;; Writes the line to the forker and waits for its answer, "PREFIX PID"; #f when the line
+;; cannot be written or no answer comes within fork-timeout seconds (answers to an earlier
+;; ask, which timed out, are passed over).
+(define (ask-fork m ld line prefix)
+  (define sent?
+    (with-handlers ([exn:fail? (λ (e) #f)])
+      (write-string (string-append line "\n") (loader-control ld))
+      (flush-output (loader-control ld))
+      #t))
+  (define deadline (wrap-evt (alarm-at-evt (+ (now-ms) (* 1000 fork-timeout))) (λ (_) #f)))
+  (and sent?
+       (let loop ()
+         (define answer (sync deadline (manager-fork-replies m)))
+         (define r (and (string? answer)
+                        (regexp-match (pregexp (string-append "^" (regexp-quote prefix) " (-?[0-9]+)$")) answer)))
+         (cond
+           [(not answer) #f]
+           [(not r) (loop)]
+           [else (string->number (cadr r))]))))
+
+;; stop-loader! : manager natural -> void ; generation g needs its loader no more
+(define (stop-loader! m g)
+  (define ld (generation-loader m g))
+  (when ld
+    (hash-remove! (manager-loaders m) g)
+    (set-manager-stopped-loaders! m (cons ld (manager-stopped-loaders m)))
+    (when (and (loader-sp ld) (eq? (child-status (loader-sp ld)) 'running))
+      (log-fastcgi-debug "stopping loader ~a (generation ~a)" (loader-pid ld) g)
+      (send-signal! (loader-pid ld) SIGTERM))))
+
+;; stop-idle-loaders! : manager -> void
+;; The loaders of generations that neither serve nor start and have no live worker left.
+;; One whose old generation still drains stays: its workers share its image with it
+;; (without it, the image's pages become the last worker's own, and count as its private
+;; memory against --max-memory-hard), and it costs nothing beyond them.
+(define (stop-idle-loaders! m)
+  (for ([g (in-list (hash-keys (manager-loaders m)))]
+        #:unless (or (= g (manager-gen m)) (eqv? g (manager-reload-gen m))
+                     (for/or ([w (in-list (live-workers m))]) (= (worker-gen w) g))))
+    (stop-loader! m g)))
+
+;; fork-worker! : manager loader -> (or/c worker #f)
+;; Asks the loader to fork a worker, and waits for its answer (a few milliseconds); #f
+;; when it fails or does not answer in time: the loader is then killed (the manager
+;; starts another when it sees it exit) and the worker is spawned instead.
+(define (fork-worker! m ld)
+  (define id (next-worker-id! m))
+  (define sp (fork-by! m ld (format "fork ~a" id) (format "forked ~a" id)
+                       (format "loader ~a" (loader-pid ld)) "the worker"))
+  (and sp (add-worker! m (make-worker #:id id #:process sp #:generation (loader-gen ld)
+                                      #:now (now-ms) #:forked? #t))))
+
+;; drain! : manager worker string -> void ; SIGTERM: it finishes what it holds and exits
+;; (a retiring worker too: it stops serving its sessions)
+(define (drain! m w why)
+  (unless (and (eq? (worker-state w) 'draining) (not (worker-retiring? w)))
+    (log-fastcgi-info "stopping worker ~a (~a)" (worker-pid w) why)
+    (set-worker-state! w 'draining)
+    (set-worker-retiring?! w #f)
+    (set-worker-drain-deadline! w (+ (now-ms) (* 1000 (+ (manager-cfg m serve-config-graceful-timeout) 2))))
+    (send-signal! (worker-pid w) SIGTERM)))
+
+;; cut! : manager worker string -> void
+;; A worker past the hard memory ceiling is not waited for, since what makes it grow
+;; would go on while it drains: SIGTERM now, so that what can finish within hard-grace
+;; seconds does, then SIGKILL (manager-watch.rkt); its replacement starts at once.
+(define (cut! m w why)
+  (unless (hash-ref (manager-cut m) w #f)
+    (hash-set! (manager-cut m) w #t)
+    (log-fastcgi-warning "stopping worker ~a at once (SIGKILL in ~a s): ~a" (worker-pid w) hard-grace why)
+    (define draining? (eq? (worker-state w) 'draining))
+    (unless (or (worker-recycle w) draining?)
+      (set-worker-recycle! w why)
+      (total-add! m 'recycled 1))
+    (set-worker-drain-deadline! w (min (+ (now-ms) (* 1000 hard-grace))
+                                       (if draining? (worker-drain-deadline w) +inf.0)))
+    (set-worker-state! w 'draining)
+    (set-worker-retiring?! w #f)
+    (send-signal! (worker-pid w) SIGTERM)
+    (maintain! m)))
+
+;; retire! : manager worker string -> void
+;; A worker that is replaced: it stops taking connections, finishes what it holds and
+;; serves its servlet sessions (continuation URLs other workers pass on to it) until
+;; they end or session-drain seconds pass. Without a control connection, drain!.
+(define (retire! m w why)
+  (cond
+    [(eq? (worker-state w) 'draining) (void)]
+    [(and (worker-control w)
+          (with-handlers ([exn:fail? (λ (e) #f)])
+            (write-string (format "retire~a\n" (successor-ids m w)) (worker-control w))
+            (flush-output (worker-control w))
+            #t))
+     (log-fastcgi-info "retiring worker ~a (~a)" (worker-pid w) why)
+     (set-worker-state! w 'draining)
+     (set-worker-retiring?! w #t)
+     (set-worker-drain-deadline! w (+ (now-ms)
+                                      (* 1000 (+ (manager-cfg m serve-config-session-drain)
+                                                 (* 2 (manager-cfg m serve-config-graceful-timeout))
+                                                 5))))]
+    [else (drain! m w why)]))
+
+;; successor-ids : manager worker -> string
+;; " ID ..." of the ready workers of the newest generation but w: a retiring worker hands
+;; its kept connections over to them (handover.rkt) instead of closing them under the front
+(define (successor-ids m w)
+  ;; (one waiting to be recycled only when there is no other)
+  (define ready* (filter (λ (x) (and (eq? (worker-state x) 'ready) (not (eq? x w))))
+                         (live-workers m)))
+  (define fresh (filter (λ (x) (not (worker-recycle x))) ready*))
+  (define ready (if (null? fresh) ready* fresh))
+  (define newest (for/fold ([g 0]) ([x (in-list ready)]) (max g (worker-gen x))))
+  (apply string-append
+         (for/list ([x (in-list (shuffle ready))] #:when (= (worker-gen x) newest))
+           (format " ~a" (worker-id x)))))
+
+;; recycle! : manager worker string -> void ; it is replaced once its successor is ready
+(define (recycle! m w why)
+  (unless (or (worker-recycle w) (eq? (worker-state w) 'draining))
+    (log-fastcgi-info "recycling worker ~a: ~a" (worker-pid w) why)
+    (set-worker-recycle! w why)
+    (total-add! m 'recycled 1)
+    (maintain! m)))
+
+;; maintain! : manager -> void ; ask the process manager what to start and stop, and do it
+;; (workers already asked of a loader that is loading count as started)
+(define (maintain! m)
+  (unless (manager-stopping? m)
+    (define now (now-ms))
+    (define current (serving m (manager-gen m)))
+    (define fresh (filter (λ (w) (not (worker-recycle w))) current))
+    (define decision (pm-decide (manager-plan m) (map worker-view fresh) now))
+    (when (pm-decision-max-reached? decision) (total-add! m 'max_workers_reached 1))
+    (for ([p (in-list (pm-decision-stop decision))])
+      (define w (hash-ref (manager-workers m) p #f))
+      (when w (retire! m w (pm-decision-why decision))))
+    (define n (max 0 (- (pm-decision-start decision) (pending-forks m (manager-gen m)))))
+    (when (and (positive? n) (not (manager-reload-gen m)))
+      (cond
+        [(< now (manager-next-spawn-ms m)) (void)]
+        [else (for ([_ (in-range n)]) (spawn! m (manager-gen m)))]))))
+
+;; worker-view : worker -> pm-worker
+(define (worker-view w)
+  (pm-worker (worker-pid w) (worker-state w) (worker-active w) (worker-last-busy-ms w)))
+
+;; passable : port -> (or/c port #f) ; subprocess takes file-stream ports only
+(define (passable p) (and (file-stream-port? p) p))

@@ -1,0 +1,477 @@
+#lang racket/base
+;; A worker process of the manager. It accepts on the listening socket it inherited as
+;; fd 0 (moved to a close-on-exec descriptor, /dev/null in its place), runs the application, writes the access and slow logs, answers the status and
+;; ping paths (status-paths.rkt), and reports to the manager over its private control socket (control.rkt;
+;; not stdout, which the application may print to), which first gives it the keys:
+;;   hello PID   then   ready   then   stat REQUESTS ACTIVE CONNECTIONS SLOW SHED QUEUE-DELAY
+;;   SESSIONS LOG-DROPPED OLDEST-AGE-MS   when they change, and   metrics ...   (metrics.rkt's line) after
+;;   requests were answered
+;;   limit N   before ready, with --max-requests: the limit this worker drew (recycle-limit.rkt)
+;;   recycle REASON   once, when it wants to be replaced (max-requests)
+;;   failed REASON    instead of ready, when it cannot start (escaped: one line), then exits 3
+;;   beat   every second once ready: a worker that falls silent is replaced (manager-watch.rkt).
+;; Signals: SIGTERM or SIGINT: stop accepting, finish in-flight requests (graceful timeout),
+;; exit 0. SIGHUP: reopen the log files (the manager forwards its SIGUSR1 this way).
+;; It also stops when the manager goes away (its socket closes, or the parent-death signal).
+;; Started through worker-main.rkt with its configuration, a serve-config (config.rkt).
+(require "../util/lazy.rkt"
+         (only-in "../os/ffi.rkt" [c-getpid getpid])
+         "app.rkt"
+         "../util/clock.rkt"
+         "config.rkt"
+         "../os/handover.rkt"
+         (only-in "../engine/connection.rkt" queue-delay-ms)
+         (only-in "../os/ffi.rkt" close-on-exec-all!)
+         "control.rkt"
+         "../util/limits.rkt"
+         "../os/log-file.rkt"
+         "../util/log.rkt"
+         "../os/logging.rkt"
+         "memory-guard.rkt"
+         "../status/metrics.rkt"
+         "preflight.rkt"
+         "../protocol/queue-time.rkt"
+         "../os/recycle-limit.rkt"
+         "../engine/request.rkt"
+         "../os/sd-notify.rkt"
+         "../engine/server.rkt"
+         "../os/signals.rkt"
+         "status-paths.rkt"
+         "../util/table.rkt"
+         "../engine/timer.rkt"
+         "../transport/transport.rkt"
+         "../engine/wire.rkt")
+;; Loaded for a servlet only (they load web-server).
+(define-lazy "../servlet/relay.rkt" make-routing-handler)
+(define-lazy "../servlet/servlet.rkt" loaded-servlet-sessions)
+(define-lazy "../servlet/sessions.rkt" routed-manager-sweep!)
+(provide run-worker
+         run-single
+         load-configured-app)
+
+;; run-worker : serve-config -> none
+(define (run-worker cfg)
+  (define master-pid (serve-config-master-pid cfg))
+  (define control (control-name (serve-config-pool-prefix cfg)))
+  (break-enabled #f)
+  (unblock-signals! (list SIGUSR1))
+  (die-with-parent! master-pid SIGTERM)
+  (start-stderr-logging! (serve-config-log-level cfg) #:tag (format "[~a]" (getpid)))
+  ;; the control connection, and the keys that the manager hands each worker on it
+  (define-values (ctl-in ctl-out secret relay-key)
+    (with-handlers ([exn:fail? (λ (e)
+                                 (log-fastcgi-fatal "cannot reach the manager: ~a" (log-escape (exn-message e)))
+                                 (flush-logging)
+                                 (exit 3))])
+      (define-values (in out) (private-connect control))
+      (define-values (secret relay-key) (read-keys in 30))
+      (values in out secret relay-key)))
+  ;; one line at a time: the report loop and the session sweep both report
+  ;; report! : string any ... -> boolean ; #f when the manager is gone
+  (define report-lock (make-semaphore 1))
+  (define (report! fmt . args)
+    (call-with-semaphore
+     report-lock
+     (λ ()
+       (with-handlers ([exn:fail? (λ (e) #f)])
+         (write-string (string-append (apply format fmt args) "\n") ctl-out)
+         (flush-output ctl-out)
+         #t))))
+  (report! "hello ~a" (getpid))
+  ;; a worker that cannot start says why in one line (the manager logs it) and exits 3
+  (define (fail! msg)
+    (unless (report! "failed ~a" msg) (log-fastcgi-fatal "~a" msg))
+    (flush-logging)
+    (exit 3))
+  (define a (with-handlers ([exn:fail? (λ (e) (fail! (log-escape (exn-message e))))])
+              (serve-app cfg (listener-for #f) (make-metrics)
+                         #:secret secret #:relay-key relay-key
+                         #:report report!
+                         #:board (λ (srv) (ask-board control 2))
+                         #:on-load-failure fail!)))
+  ;; kept connections that retiring siblings hand over (handover.rkt)
+  (start-handover-receiver! (handover-address master-pid (serve-config-worker-id cfg))
+                            (running-server-adopt (app-running a)))
+  ;; the runtime's own descriptors too: a handler's subprocess holds none of ours
+  (close-on-exec-all!)
+  (define limit (draw-request-limit (serve-config-max-requests cfg) (serve-config-max-requests-jitter cfg)))
+  (when limit (report! "limit ~a" limit))
+  (report! "ready")
+  (thread (λ () (report-loop a limit report!)))
+  (thread (λ () (heartbeat report!)))
+  ;; the manager is gone when its end of the control socket closes
+  ;; and it asks a worker it replaces to retire with a "retire ID ..." line, naming the
+  ;; workers that go on serving (its kept connections are handed over to them)
+  (define manager-gone (make-semaphore 0))
+  (define retire (make-semaphore 0))
+  (define hand-to (box '()))
+  (thread (λ ()
+            (with-handlers ([exn:fail? void])
+              (let loop ()
+                (define line (read-line ctl-in))
+                (unless (eof-object? line)
+                  (define words (regexp-split #rx" " line))
+                  (when (equal? (car words) "retire")
+                    (set-box! hand-to
+                              (for/list ([w (in-list (cdr words))] #:when (string->number w))
+                                (handover-address master-pid (string->number w))))
+                    (semaphore-post retire))
+                  (loop))))
+            (semaphore-post manager-gone)))
+  (serve-until-stopped a (serve-config-graceful-timeout cfg) manager-gone
+                       #:retire retire #:hand-to hand-to
+                       #:session-drain (serve-config-session-drain cfg)))
+
+;; run-single : serve-config -> none
+;; `serve --single-process`: the same server with no manager, on the listener it opens.
+(define (run-single cfg)
+  (break-enabled #f)
+  (start-stderr-logging! (serve-config-log-level cfg))
+  ;; systemd's notify protocol, as the manager speaks it (manager-notify.rkt), when
+  ;; NOTIFY_SOCKET is set: opened first, so that no program a handler runs inherits it
+  (define sd (open-notifier))
+  (check-serve-paths! cfg #:pid-file? #f)   ; a single process writes none
+  (define l (with-handlers ([exn:fail? (λ (e) (raise-user-error 'raco-fastcgi "~a" (exn-message e)))])
+              (listener-for (serve-config-listen cfg) (serve-config-listener-options cfg))))
+  (define start-ms (now-ms))
+  (define metrics (make-metrics))
+  (define a (serve-app cfg l metrics
+                       #:report void
+                       #:board (λ (srv) (single-board srv cfg start-ms (metrics->jsexpr metrics)))
+                       ;; the socket was bound first (its errors come before a long
+                       ;; load): a start that cannot work leaves no socket behind
+                       #:on-load-failure (λ (msg) (listener-close! l) (raise-user-error 'raco-fastcgi "~a" msg))))
+  (close-on-exec-all!)
+  (log-fastcgi-info "serving ~a on ~a (pid ~a, single process)" (serve-config-app cfg)
+                    (running-server-address (app-running a)) (getpid))
+  (when sd (notify-serving! sd (format "serving ~a, single process" (running-server-address (app-running a)))))
+  (serve-until-stopped a (serve-config-graceful-timeout cfg) never-evt
+                       #:on-stop (λ () (notify! sd "STOPPING=1" "STATUS=stopping"))))
+
+;; notify-serving! : notifier string -> void
+;; READY=1 with the status line; with systemd's watchdog, WATCHDOG=1 at half its interval
+;; from a thread of its own, which a process frozen whole (a foreign call that blocks the
+;; VM, SIGSTOP) stops, so that systemd restarts it.
+(define (notify-serving! sd status)
+  (notify! sd "READY=1" (string-append "STATUS=" status))
+  (define every (notifier-watchdog-ms sd))
+  (when every
+    (thread (λ () (let loop () (notify! sd "WATCHDOG=1") (sleep (/ every 1000.)) (loop))))))
+
+;; A running app: the server, its slow-request count and its log files; for a servlet
+;; that keeps continuations in a pool of workers, the server on the worker's private socket
+;; (relay.rkt) and the routed manager with the live-session count (a box, as of the last
+;; sweep); the last stat line reported (a box); the request metrics (metrics.rkt) and how
+;; many requests they had when last reported (a box).
+(struct app (running slow access slow-log private sessions last-stat metrics last-observed)
+  #:constructor-name new-app)
+
+;; make-app : keyword ... -> app ; one that has reported nothing yet
+(define (make-app #:running running #:slow slow #:access access #:slow-log slow-log
+                  #:private private #:sessions sessions #:metrics metrics)
+  (new-app running slow access slow-log private sessions (box #f) metrics (box 0)))
+;; app-server : app -> server
+(define (app-server a) (running-server-server (app-running a)))
+
+;; serve-app : serve-config listener metrics #:secret #:relay-key #:report #:board #:on-load-failure
+;;             -> app
+;; Loads the app and serves it on the listener, with the request metrics, the access and
+;; slow logs and the status and ping paths. A worker has the secret and the relay key from
+;; the manager.
+(define (serve-app cfg listener metrics #:secret [secret #f] #:relay-key [relay-key #f]
+                   #:report report! #:board board #:on-load-failure fail)
+  (define lim (serve-config-worker-limits cfg))
+  (define-values (app-handler roles servlet) (load-configured-app cfg fail #:secret secret))
+  (when (limits-request-memory lim) (start-memory-guard! (limits-request-memory lim)))
+  (define (open-log flag path)
+    (with-handlers ([exn:fail:filesystem?
+                     (λ (e) (fail (format "~a ~a: cannot open it for writing: ~a" flag
+                                          (log-escape path) (log-escape (filesystem-reason e)))))])
+      (open-log-file path)))
+  (define access (let ([f (serve-config-access-log cfg)]) (and f (open-log "--access-log" f))))
+  (define slow-log (let ([f (serve-config-slow-log cfg)]) (and f (open-log "--slow-log" f))))
+  (define slow-count (box 0))
+  (define srv-box (box #f))
+  (define handler
+    (wrap-status-paths app-handler
+                       #:status-path (serve-config-status-path cfg)
+                       #:ping-path (serve-config-ping-path cfg)
+                       #:board (λ () (board (unbox srv-box)))))
+  (define rm (and servlet (loaded-servlet-sessions servlet)))
+  (define worker-id (serve-config-worker-id cfg))
+  (define peers? (and rm (serve-config-pool-prefix cfg) relay-key))
+  (define (peer-name id) (relay-name (serve-config-pool-prefix cfg) relay-key id))
+  ;; the private socket first: a URL this worker hands out may come back through another
+  (define private
+    (and peers?
+         (start-server app-handler
+                       (open-private-listener (peer-name worker-id))
+                       #:roles roles #:limits lim)))
+  (define rs (start-server (if peers?
+                               (make-routing-handler handler worker-id peer-name)
+                               handler)
+                           listener #:roles roles #:limits lim
+                           #:allowed-clients (let ([a (serve-config-allowed-clients cfg)])
+                                               (and a (parse-allowed-clients a)))
+                           #:observer (make-observer metrics access)))
+  (set-box! srv-box (running-server-server rs))
+  (define sessions (box 0))
+  (define a (make-app #:running rs #:slow slow-count #:access access #:slow-log slow-log
+                      #:private private #:sessions (and rm (cons rm sessions)) #:metrics metrics))
+  ;; the count changes without requests (sessions expire, a retiring worker serves only
+  ;; its private socket): a change is reported at once, not at the next request
+  (when rm
+    (thread (λ () (let loop ()
+                    (sleep session-sweep-seconds)
+                    (define n (routed-manager-sweep! rm))
+                    (unless (eqv? n (unbox sessions))
+                      (set-box! sessions n)
+                      (report-stat! a report!))
+                    (loop)))))
+  ;; scans of the connections' requests, on the server's one timer (timer.rkt)
+  (define tm (server-timer (app-server a)))
+  (when slow-log
+    (timer-every! tm 500 (slow-watcher (app-server a) slow-log (serve-config-slow-threshold cfg) slow-count)))
+  (when (limits-request-timeout lim)
+    (timer-every! tm 1000 (stuck-watcher (app-server a) report!)))
+  a)
+
+;; How often a servlet's live sessions are counted (the status, and a retiring worker).
+(define session-sweep-seconds 2)
+
+;; stuck-watcher : server (string any ... -> void) -> (-> void)
+;; A handler stopped by the request timeout gets a break; its request is ended 5 s later
+;; whatever it does. A handler thread still running 10 s after that ignores breaks (a
+;; tight loop with breaks disabled, a foreign call): the worker cannot get it back, so it
+;; asks the manager to replace it (gracefully: the other requests finish). Each run of the
+;; task looks once; the ask goes from a thread of its own, so that a manager slow to read
+;; never holds up the timer.
+(define (stuck-watcher srv report!)
+  (define broken (make-weak-hasheq))          ; request -> its handler thread
+  (define asked? #f)
+  (λ ()
+    (for* ([c (in-list (table-values (server-connections srv)))]
+           [r (in-list (table-values (conn-requests c)))])
+      (when (and (fastcgi-request-broken-ms r) (fastcgi-request-handler r))
+        (hash-set! broken r (fastcgi-request-handler r))))
+    (define now (now-ms))
+    (define stuck
+      (for/list ([(r t) (in-hash broken)]
+                 #:when (and (not (thread-dead? t))
+                             (eq? (fastcgi-request-state r) 'done)
+                             (> (- now (fastcgi-request-start-ms r))
+                                (* 1000 (+ 15 (limits-request-timeout (server-limits srv)))))))
+        r))
+    (for ([r (in-list (for/list ([(r t) (in-hash broken)] #:when (thread-dead? t)) r))])
+      (hash-remove! broken r))
+    (when (and (pair? stuck) (not asked?))
+      (set! asked? #t)
+      (log-fastcgi-error "~a handler thread(s) ignored the request timeout; asking for a fresh worker"
+                         (length stuck))
+      (thread (λ () (report! "recycle a handler ignores the request timeout"))))))
+
+;; serve-until-stopped : app real evt #:retire evt #:session-drain real #:hand-to box
+;;                       #:on-stop (-> any) -> none
+;; SIGHUP reopens the log files; SIGTERM, SIGINT or the stop event stop gracefully (on-stop
+;; first), exit 0.
+;; retire (the manager replaces this worker): the same, but a worker with live servlet
+;; sessions first stops taking new connections and serves its sessions on its private
+;; socket until none is left or session-drain seconds have passed.
+(define (serve-until-stopped a graceful stop-evt #:retire [retire never-evt] #:session-drain [drain 0]
+                             #:hand-to [hand-to (box '())] #:on-stop [on-stop void])
+  (define (next-event evts)
+    (with-handlers ([exn:break:hang-up? (λ (e) 'reopen)]
+                    [exn:break? (λ (e) 'stop)])
+      (apply sync/enable-break (wrap-evt stop-evt (λ (_) 'orphaned)) evts)))
+  (define (reopen!)
+    (log-fastcgi-info "SIGHUP: reopening log files")
+    (when (app-access a) (log-file-reopen! (app-access a)))
+    (when (app-slow-log a) (log-file-reopen! (app-slow-log a))))
+  (define (stop! what)
+    (when (eq? what 'orphaned) (log-fastcgi-warning "the manager is gone: stopping"))
+    (on-stop)
+    (log-fastcgi-info "stopping: finishing in-flight requests (up to ~a s)" graceful)
+    ((running-server-stop (app-running a)) #:timeout graceful
+                                           #:hand-to (if (eq? what 'retire) (unbox hand-to) '()))
+    (when (app-private a) ((running-server-stop (app-private a)) #:timeout graceful))
+    (when (app-access a) (log-file-close! (app-access a)))
+    (when (app-slow-log a) (log-file-close! (app-slow-log a)))
+    (flush-logging)
+    (exit 0))
+  (define (live-sessions)
+    (define s (app-sessions a))
+    (if s (routed-manager-sweep! (car s)) 0))
+  (let loop ()
+    (define what (next-event (list (wrap-evt retire (λ (_) 'retire)))))
+    (case what
+      [(reopen) (reopen!) (loop)]
+      [(retire)
+       (define n (if (and (app-private a) (positive? drain)) (live-sessions) 0))
+       (cond
+         [(zero? n) (stop! 'retire)]
+         [else
+          (log-fastcgi-info "retiring: no new connections; serving ~a live session(s) for up to ~a s"
+                            n drain)
+          ((running-server-stop (app-running a)) #:timeout graceful #:hand-to (unbox hand-to))
+          (define deadline (+ (current-inexact-monotonic-milliseconds) (* 1000 drain)))
+          (let wait ()
+            (define what (next-event (list (wrap-evt (alarm-at-evt (+ (now-ms) 1000)) (λ (_) 'tick)))))
+            (case what
+              [(reopen) (reopen!) (wait)]
+              [(tick)
+               ;; (the sweep thread reports the count to the manager)
+               (define left (live-sessions))
+               (cond
+                 [(zero? left) (log-fastcgi-info "retiring: every session has ended") (stop! 'retire)]
+                 [(> (current-inexact-monotonic-milliseconds) deadline)
+                  (log-fastcgi-info "retiring: ~a session(s) still live after ~a s: stopping" left drain)
+                  (stop! 'retire)]
+                 [else (wait)])]
+              [else (stop! what)]))])]
+      [else (stop! what)])))
+
+;; load-configured-app : serve-config (string -> none) #:secret (or/c bytes #f)
+;;                       -> (values (fastcgi-request -> any) (listof symbol) (or/c loaded-servlet #f))
+;; The app loaded as the configuration says (`serve` and `serve --check`), with its limits;
+;; fail gets the reason it does not load, as one escaped line.
+(define (load-configured-app cfg fail #:secret [secret #f])
+  (define app (serve-config-app cfg))
+  (with-handlers ([(λ (e) #t)
+                   (λ (e) (fail (format "cannot load ~a: ~a" (log-escape app)
+                                        (log-escape (if (exn? e) (without-prefix (exn-message e)) e)))))])
+    (load-app app (serve-config-limits cfg) (cfg->servlet-settings cfg secret)
+              #:warn (λ (m) (log-fastcgi-warning "~a" (log-escape m))))))
+
+;; without-prefix : string -> string ; load-app's own errors without their "raco-fastcgi: "
+(define (without-prefix msg)
+  (if (regexp-match? #rx"^raco-fastcgi: " msg) (substring msg 14) msg))
+
+;; cfg->servlet-settings : serve-config (or/c bytes #f) -> servlet-settings
+;; The secret never travels in the configuration (which is on the worker's command line):
+;; a worker has it from the manager's control connection (secret), a single process
+;; reads it from the file its command line named.
+(define (cfg->servlet-settings cfg secret)
+  (define secret-file (serve-config-secret-file cfg))
+  (make-servlet-settings #:worker-id (serve-config-worker-id cfg)
+                         #:memory (serve-config-servlet-memory cfg)
+                         #:timeout (serve-config-continuation-timeout cfg)
+                         #:secret (or secret (and secret-file (read-secret secret-file)))
+                         #:secret-lasting? (and secret-file #t)))
+
+;; heartbeat : (string any ... -> any) -> none
+;; A line every second from a thread of its own, whatever the other threads do. It stops
+;; exactly when the worker cannot serve: the process is frozen or stopped (SIGSTOP), or
+;; the whole Racket VM is held by a foreign call made without #:blocking? (no Racket
+;; thread runs until it returns). The manager replaces a worker that falls silent.
+(define (heartbeat report!)
+  (let loop ()
+    (sleep 1)
+    (report! "beat")
+    (loop)))
+
+;; report-loop : app (or/c natural #f) (string any ... -> void) -> none
+;; Every 0.1 s, the counters if they changed: cheap for the manager, prompt enough for
+;; its process manager (idle or busy) and its status page. Requests are those handed to
+;; the app (the server's own count); past max-requests, the worker asks to be replaced,
+;; once. After a second with nothing changed and no handler running, it waits for the
+;; next request instead (an idle worker then wakes only for the server's deadline sweep,
+;; every deadline-sweep-ms).
+(define (report-loop a max-requests report!)
+  (define srv (app-server a))
+  (let loop ([last #f] [asked? #f] [quiet 0])
+    (if (< quiet 10)
+        (sleep 0.1)
+        (server-sleep-until-request! srv (λ () (zero? (unbox (server-running srv))))))
+    (define now (report-stat! a report!))
+    (define requests (car now))
+    (define ask? (and max-requests (not asked?) (>= requests max-requests)))
+    (when ask? (report! "recycle after ~a requests (--max-requests)" requests))
+    (loop now (or asked? ask?) (if (and (equal? now last) (zero? (cadr now))) (add1 quiet) 0))))
+
+;; report-stat! : app (string any ... -> void) -> list
+;; The counters now; reported when they differ from the last ones reported.
+(define (report-stat! a report!)
+  (define srv (app-server a))
+  (define oldest (oldest-request-ms srv))
+  (define now (list (hash-ref (server-stats srv) 'requests 0) (unbox (server-running srv))
+                    (hash-ref (server-stats srv) 'connections 0) (unbox (app-slow a))
+                    (hash-ref (server-stats srv) 'shed 0)
+                    (inexact->exact (round (queue-delay-ms srv)))
+                    (let ([s (app-sessions a)]) (if s (unbox (cdr s)) 0))
+                    (log-lines-dropped)
+                    oldest))
+  (define last (app-last-stat a))
+  (unless (equal? now (unbox last))
+    (set-box! last now)
+    ;; the oldest request's age, in ms (0: none): the manager's clock is not this one
+    (define age (if oldest (max 1 (inexact->exact (round (- (now-ms) oldest)))) 0))
+    (apply report! "stat ~a ~a ~a ~a ~a ~a ~a ~a ~a" (append (reverse (cdr (reverse now))) (list age))))
+  (define observed (metrics-observed (app-metrics a)))
+  (unless (eqv? observed (unbox (app-last-observed a)))
+    (set-box! (app-last-observed a) observed)
+    (report! "~a" (metrics->line (app-metrics a))))
+  now)
+
+;; oldest-request-ms : server -> (or/c flonum #f)
+;; When the oldest request of the server's connections began (this process's clock), or
+;; #f when none is under way: what the manager's watchdog times from (manager-watch.rkt).
+(define (oldest-request-ms srv)
+  (for*/fold ([oldest #f]) ([c (in-list (table-values (server-connections srv)))]
+                            [r (in-list (table-values (conn-requests c)))]
+                            #:unless (eq? (fastcgi-request-state r) 'done))
+    (define t (fastcgi-request-start-ms r))
+    (if (or (not oldest) (< t oldest)) t oldest)))
+
+;; make-observer : metrics (or/c log-file #f) -> (fastcgi-request flonum -> void)
+;; Each answered request goes into the metrics and, with an access log, its line; its queue
+;; time is from the time the front passed (queue-time.rkt) to the one it arrived here.
+(define (make-observer m lf)
+  (define pid (getpid))
+  (λ (r ms)
+    (define start (request-param/scan r #"HTTP_X_REQUEST_START"))
+    (define queue (and start (queue-time-ms start (wall-ms-at (fastcgi-request-start-ms r)))))
+    (metrics-record! m (fastcgi-request-status r) (fastcgi-request-bytes-out r) ms queue)
+    (when lf
+      (log-file-write-access! lf (current-inexact-milliseconds)
+                              (or (request-param r #"REMOTE_ADDR") (string->bytes/utf-8 (fastcgi-request-peer r)))
+                              (request-param r #"REQUEST_METHOD")
+                              (request-param r #"REQUEST_URI")
+                              (fastcgi-request-status r)
+                              (fastcgi-request-bytes-out r)
+                              ms pid queue))))
+
+;; slow-watcher : server log-file real box -> (-> void)
+;; At each run (twice a second): every request whose handler has run past the threshold
+;; is written to the slow log once, with the handler thread's stack at that moment (what
+;; it is stuck on). The slow log's writes are queued (log-file.rkt): the timer never waits
+;; on the disk.
+(define (slow-watcher srv lf threshold slow-count)
+  (define seen (make-weak-hasheq))
+  (define pid (getpid))
+  (λ ()
+    (define now (now-ms))
+    (for* ([c (in-list (table-values (server-connections srv)))]
+           [r (in-list (table-values (conn-requests c)))])
+      (define t (fastcgi-request-handler r))
+      (define ran (/ (- now (fastcgi-request-start-ms r)) 1000.0))
+      (when (and t (> ran threshold) (not (hash-ref seen r #f)) (not (thread-dead? t)))
+        (hash-set! seen r #t)
+        (counter-add! slow-count 1)
+        (define stack
+          (for/list ([frame (in-list (continuation-mark-set->context (continuation-marks t)))]
+                     [_ (in-range 30)])
+            (format "    ~a~a" (or (car frame) "?")
+                    (let ([loc (cdr frame)])
+                      (if (and loc (srcloc-source loc))
+                          (format " at ~a:~a" (srcloc-source loc) (or (srcloc-line loc) "?"))
+                          "")))))
+        (log-file-write!
+         lf
+         (string->bytes/utf-8
+          (string-append
+           (format "~a pid ~a request ~a from ~a \"~a ~a\" running for ~a s (threshold ~a s)"
+                   (timestamp (current-inexact-milliseconds)) pid (fastcgi-request-id r) (log-escape (fastcgi-request-peer r))
+                   (log-escape (or (request-param r #"REQUEST_METHOD") #"-"))
+                   (log-escape (or (request-param r #"REQUEST_URI") #"-"))
+                   (/ (round (* ran 10)) 10.0) threshold)
+           (apply string-append (map (λ (l) (string-append "\n" (log-escape l))) stack)))))))))
