@@ -9,9 +9,9 @@
          rackunit
          "../fastcgi/main.rkt"
          "../fastcgi/private/protocol/protocol.rkt"
-         (only-in "../fastcgi/private/engine/request.rkt" fastcgi-request-state fastcgi-request-sent?
+         (only-in "../fastcgi/private/engine/request.rkt" fastcgi-request-state request-output-started?
                   fastcgi-request-status request-finish! request-end-now!
-                  request-respond-status! request-refuse! handler-error-port set-handler-request!)
+                  request-respond-status! request-refuse! handler-error-port call-as-handler-of)
          "../fastcgi/private/engine/wire.rkt"
          "lib/connection-handler.rkt"
          "lib/pipe-conn.rkt"
@@ -73,7 +73,7 @@
   (define reader (let ([ch (make-channel)]) (thread (λ () (channel-put ch (peer-answer p 1)))) ch))
   (write-bytes ok-head (fastcgi-request-stdout r))
   (write-bytes (make-bytes 70000 65) (fastcgi-request-stdout r))   ; over one record: some left
-  (check-true (fastcgi-request-sent? r))
+  (check-true (request-output-started? r))
   (request-respond-status! r 500)
   (define a (sync/timeout 10 reader))
   (check-equal? (cgi-status (answer-stdout a)) 200 "the head that left stays")
@@ -112,7 +112,7 @@
   (define r (make-live-request c 1))
   (write-bytes #"own" (fastcgi-request-stderr r))
   (check-eq? (fastcgi-request-stderr r) (fastcgi-request-stderr r) "made once")
-  (define t (thread (λ () (set-handler-request! r) (write-bytes #"+cell" handler-error-port))))
+  (define t (thread (λ () (call-as-handler-of r (λ () (write-bytes #"+cell" handler-error-port))))))
   (thread-wait t)
   (request-finish! r 0 'request-complete)
   (check-equal? (answer-stderr (peer-answer p 1)) #"own+cell"))

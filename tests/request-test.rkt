@@ -10,7 +10,7 @@
          (only-in "../fastcgi/private/engine/request.rkt" make-fastcgi-request fastcgi-request-raw-params
                   request-param request-param/scan request-stdin-out close-request-stdin!
                   close-request-data! request-body-empty? request-abort! fastcgi-request-state
-                  fastcgi-request-rejected set-fastcgi-request-rejected! fastcgi-request-data-out
+                  fastcgi-request-rejected request-body-rejected! fastcgi-request-data-out
                   raw-params?)
          "../fastcgi/private/engine/wire.rkt"
          "lib/pipe-conn.rkt"
@@ -84,7 +84,7 @@
   (define-values (c p) (make-pipe-conn))
   (define r (make-live-request c 1 #:state 'stdin))
   (write-bytes #"abc" (request-stdin-out r))
-  (set-fastcgi-request-rejected! r 3)
+  (request-body-rejected! r 3)
   (close-request-stdin! r)
   (define in (fastcgi-request-stdin r))
   (check-equal? (read-bytes 3 in) #"abc")

@@ -6,15 +6,16 @@
 ;; so the peer's readers (peer-answer, peer-read-record ...) work on it unchanged.
 (require "../../fastcgi/private/util/limits.rkt"
          (only-in "../../fastcgi/private/protocol/protocol.rkt" pairs->bytes)
-         (only-in "../../fastcgi/private/engine/request.rkt" make-fastcgi-request raw-params)
-         (only-in "../../fastcgi/private/engine/request-state.rkt" set-fastcgi-request-pv!
-                  set-fastcgi-request-state!)
+         (only-in "../../fastcgi/private/engine/request.rkt" make-fastcgi-request
+                  request-params-accepted! request-admit! request-stream-ended! mark-done!
+                  fastcgi-request-state)
          (only-in "../../fastcgi/private/util/table.rkt" table-set!)
          (only-in "../../fastcgi/private/engine/server.rkt" make-server)
          (only-in "../../fastcgi/private/engine/connection.rkt" serve-connection)
          (only-in "../../fastcgi/private/engine/wire.rkt" make-conn conn-requests)
          "raw-peer.rkt")
-(provide make-pipe-conn
+(provide advance!
+         make-pipe-conn
          make-pipe-conn/ports
          make-live-request
          call-with-pipe-conn)
@@ -72,8 +73,26 @@
                            #:params [ps '()]
                            #:state [state 'running])
   (define r (make-fastcgi-request c id role keep?))
-  (define all (pairs->bytes ps))
-  (set-fastcgi-request-pv! r (raw-params all 0 (bytes-length all)))
-  (set-fastcgi-request-state! r state)
+  (request-params-accepted! r (pairs->bytes ps))
+  (advance! r state)
   (table-set! (conn-requests c) id r)
   r)
+
+;; advance! : request symbol -> void
+;; Takes a request in state params to state, by the transitions the reader makes: admitted,
+;; then its streams ended in turn (a Filter's DATA after its STDIN); done: ended, as by
+;; an answer.
+(define (advance! r state)
+  (case state
+    [(params) (void)]
+    [(done) (mark-done! r)]
+    [else
+     (request-admit! r)
+     (let loop ()
+       (define now (fastcgi-request-state r))
+       (unless (eq? now state)
+         (case now
+           [(stdin) (request-stream-ended! r #f)]
+           [(data) (request-stream-ended! r #t)]
+           [else (error 'advance! "request in state ~a cannot reach ~a" now state)])
+         (loop)))]))

@@ -71,9 +71,7 @@
 (define (serve-connection c [done void] #:poller [p #f] #:handed-over [pending #f])
   (define lim (server-limits (conn-server c)))
   ;; a connection handed over by a retiring sibling is a kept one, between requests
-  (set-conn-deadline! c (+ (now-ms) (* 1000 (if pending
-                                                 (limits-idle-timeout lim)
-                                                 (limits-first-byte-timeout lim)))))
+  (conn-await! c (if pending 'idle 'first-byte))
   (define st (rd (make-decoder) #f #f 0 done (current-custodian) 0))
   ;; it has had requests: a late record of one its sibling ended (a STDIN, an
   ;; ABORT_REQUEST) is skipped as here, not taken for one before any BEGIN_REQUEST
@@ -123,7 +121,7 @@
   ;; shares the CPU between the group as a whole and each other thread, so however many
   ;; handlers compute, a reader still gets its turn at once and reads its request, and a
   ;; request to be shed gets its 503 in milliseconds, not after the queue it is refused
-  ;; from. (Off, scheduling is as it was before shedding existed.)
+  ;; from. (Off, every thread gets its own share, as Racket's scheduler gives it.)
   (when (limits-max-queue-delay (server-limits (conn-server c)))
     (current-thread-group (server-handler-group (conn-server c))))
   (define result
@@ -202,7 +200,7 @@
        (start-pending! c)
        ;; A thread of its own sets the deadline before the read that may wait; the loop,
        ;; whose reads never wait, only when it parks.
-       (unless (eq? (owner-state (conn-owner c)) 'loop) (next-deadline! c st lim))
+       (unless (eq? (owner-state (conn-owner c)) 'loop) (next-deadline! c st))
        ;; an idle connection gives back a decoder buffer that grew for a big record
        (when (zero? (table-count (conn-requests c))) (decoder-shrink! d))
        (define-values (buf start end) (decoder-room! d))
@@ -210,16 +208,16 @@
        (when (exact-integer? n) (decoder-filled! d n))
        (cond
          [(eof-object? n) #t]
-         [(eq? n 'would-block) (next-deadline! c st lim) 'parked]
+         [(eq? n 'would-block) (next-deadline! c st) 'parked]
          [else (loop)])])))
 
-;; next-deadline! : conn rd limits -> void
+;; next-deadline! : conn rd -> void
 ;; The read deadline for what comes next. Before the first whole record the deadline set
 ;; at accept stands, so a peer that trickles a header byte by byte cannot hold the
 ;; connection past first-byte-timeout.
-(define (next-deadline! c st lim)
+(define (next-deadline! c st)
   (unless (or (conn-closing? c) (zero? (rd-served st)))
-    (set-read-deadline! c lim (> (decoder-buffered (rd-decoder st)) 0))))
+    (set-read-deadline! c (> (decoder-buffered (rd-decoder st)) 0))))
 
 ;; run-inline! : conn rd request -> boolean
 ;; Runs r's handler in this, the reader's, thread. #t: this thread is still the reader;
@@ -228,11 +226,11 @@
   (set-conn-pending! c #f)
   ;; its input has ended and it is the only live request (see params-done!): no read
   ;; deadline while it runs; retire! starts the idle clock
-  (set-conn-deadline! c #f)
+  (conn-await! c #f)
   (set-conn-inline! c r)
   (owner-run-inline! (conn-owner c))
   (define err (current-error-port))
-  (set-fastcgi-request-handler! r (current-thread))
+  (request-handler-started! r (current-thread))
   (run-handler! c r)
   (current-error-port err)
   (define still-reader? (owner-return! (conn-owner c)))
@@ -243,18 +241,15 @@
     (with-handlers ([exn:break? void]) (parameterize-break #t (void))))
   still-reader?)
 
-;; set-read-deadline! : conn limits boolean -> void
+;; set-read-deadline! : conn boolean -> void
 ;; Atomic: retire! (in a handler's thread) also sets the deadline from the live requests.
-(define (set-read-deadline! c lim partial?)
+(define (set-read-deadline! c partial?)
   (define reqs (conn-requests c))
   (start-atomic)
-  (define secs
-    (cond
-      [(or partial? (table-ormap reqs (λ (r) (not (request-input-done? r)))))
-       (limits-read-timeout lim)]
-      [(> (table-count reqs) 0) #f]
-      [else (limits-idle-timeout lim)]))
-  (set-conn-deadline! c (and secs (+ (now-ms) (* 1000 secs))))
+  (conn-await! c (cond
+                   [(or partial? (table-ormap reqs (λ (r) (not (request-input-done? r))))) 'read]
+                   [(> (table-count reqs) 0) #f]
+                   [else 'idle]))
   (end-atomic))
 
 ;; protocol-close! : conn string -> void
@@ -275,7 +270,7 @@
 ;; hand-over-or-close! : conn rd -> boolean
 ;; Called by the connection's reader (or whoever holds its parked loop state): #t when a
 ;; sibling took the socket (the caller ends the connection here, which closes only this
-;; process's copy); #f when none did, and then it closes gracefully as before.
+;; process's copy); #f when none did, and then it closes gracefully (conn-close!).
 (define (hand-over-or-close! c st)
   (define to (server-handover (conn-server c)))
   (cond

@@ -42,21 +42,19 @@
 ;; The prompt around a handler, which its exit escapes to.
 (define exit-tag (make-continuation-prompt-tag 'fastcgi-exit))
 
-;; The request whose handler runs in this thread, or #f; preserved, so that a thread the
-;; handler starts holds it too (for as long as it lives): exit there ends that thread.
-(define handler-request (make-thread-cell #f #t))
-
-;; call-here : (fastcgi-request -> any) fastcgi-request -> (or/c #f box) ; in this thread
+;; call-here : (fastcgi-request -> any) fastcgi-request -> (or/c #f box)
+;; In this thread, as r's handler thread (request-state.rkt's handler-request: a thread
+;; the handler starts is r's too, for as long as it lives, and exit there ends it).
 (define (call-here handler r)
-  (thread-cell-set! handler-request r)
-  (begin0
-    (call-with-continuation-prompt
-     (λ () (catch-all box (parameterize-break #t (handler r)) #f))
-     exit-tag
-     (λ ()
-       (log-ended r "handler called exit: request ended")
-       (box ended)))
-    (thread-cell-set! handler-request #f)))
+  (call-as-handler-of
+   r
+   (λ ()
+     (call-with-continuation-prompt
+      (λ () (catch-all box (parameterize-break #t (handler r)) #f))
+      exit-tag
+      (λ ()
+        (log-ended r "handler called exit: request ended")
+        (box ended))))))
 
 ;; call-limited : (fastcgi-request -> any) fastcgi-request natural -> (or/c #f box)
 ;; In a thread of its own under a custodian limited to limit bytes (see the top). That
@@ -69,7 +67,7 @@
   (define t
     (parameterize ([current-custodian cust])
       (thread (λ () (set! result (call-here handler r))))))
-  (set-fastcgi-request-handler! r t)
+  (request-handler-started! r t)
   (let wait ()
     (with-handlers ([exn:break? (λ (e) (break-thread t) (wait))])
       (sync/enable-break t)))
@@ -132,7 +130,7 @@
   (λ (self v)
     (cond
       [(continuation-prompt-available? exit-tag) (abort-current-continuation exit-tag)]
-      [(thread-cell-ref handler-request)
+      [(handler-request)
        => (λ (r)
             (log-ended r "a thread its handler started called exit: that thread ended")
             (kill-thread (current-thread)))]

@@ -13,8 +13,7 @@
          "wire.rkt"
          "log-limit.rkt"
          "handlers.rkt"
-         "../protocol/queue-time.rkt"
-         (submod "../protocol/cgi.rkt" private))
+         (only-in (submod "../protocol/cgi.rkt" private) refusal-status))
 (provide dispatch!
          note-shed!
          queue-delay-ms)
@@ -121,19 +120,14 @@
      (retire! c r)
      #f]
     [(positive? len)
-     (define size (+ (fastcgi-request-params-size r) len))
-     (set-fastcgi-request-params-size! r size)
-     (when (<= size (limits-max-params-bytes lim))
-       (set-fastcgi-request-params-acc! r (cons (decoder-content d) (fastcgi-request-params-acc r))))
+     (request-params-chunk! r (decoder-content d) len (limits-max-params-bytes lim))
      #f]
     [(> (fastcgi-request-params-size r) (limits-max-params-bytes lim))
      (reject! c r 'params-over-bytes
               (format "params of ~a bytes over the limit of ~a"
                       (fastcgi-request-params-size r) (limits-max-params-bytes lim)))]
     [else
-     (define acc (fastcgi-request-params-acc r))
-     (define all (if (and (pair? acc) (null? (cdr acc))) (car acc) (apply bytes-append (reverse acc))))
-     (set-fastcgi-request-params-acc! r '())
+     (define all (request-params-take! r))
      ;; checked now, made into pairs when asked for (fastcgi-request-params)
      (define problem (check-params all (limits-max-params-pairs lim)))
      (cond
@@ -141,7 +135,7 @@
         (define too-many? (regexp-match? #rx"more than" problem))
         (reject! c r (if too-many? 'params-over-pairs 'params-malformed) problem)]
        [else
-        (set-fastcgi-request-pv! r (raw-params all 0 (bytes-length all)))
+        (request-params-accepted! r all)
         (params-done! c r)])]))
 
 ;; reject! : conn request symbol string -> #f
@@ -179,8 +173,7 @@
 ;; past max-queue-delay before it arrived: its answer would come too late to matter.
 (define (waited-past? r lim)
   (define max-delay (limits-max-queue-delay lim))
-  (define start (and max-delay (request-param/scan r #"HTTP_X_REQUEST_START")))
-  (define waited (and start (queue-time-ms start (wall-ms-at (fastcgi-request-start-ms r)))))
+  (define waited (and max-delay (request-queue-time-ms r)))
   (and waited (> waited (* 1000.0 max-delay)) waited))
 
 ;; shed! : conn request (-> string) -> #f ; why is made only for the log line
@@ -211,7 +204,7 @@
   (define lim (server-limits srv))
   ;; the server's periodic threads that wait while no request comes go on
   (server-wake-sleepers! srv)
-  (define declared (parse-content-length (request-param/scan r #"CONTENT_LENGTH")))
+  (define declared (request-declared-length r #f))
   (cond
     [(eq? declared 'bad)
      (reject! c r 'content-length-malformed "CONTENT_LENGTH is not a number")]
@@ -238,11 +231,7 @@
                              (inexact->exact (round waited))
                              (inexact->exact (round (* 1000 (limits-max-queue-delay lim))))))))]
     [else
-     (cond
-       [(eq? (fastcgi-request-role r) 'authorizer)
-        (close-request-stdin! r)
-        (set-fastcgi-request-state! r 'running)]
-       [else (set-fastcgi-request-state! r 'stdin)])
+     (request-admit! r)
      ;; admitted: counted as running from now (max-concurrent), whichever way it runs
      (counter-add! (server-running srv) 1)
      (stat-add! srv 'requests)
@@ -264,22 +253,20 @@
     [(eq? state 'params) (format "~a for request ~a before its PARAMS ended" type (fastcgi-request-id r))]
     [(not (eq? state (if data? 'data 'stdin))) #f]   ; a stream already ended: skip
     [(zero? len)
-     (if data? (close-request-data! r) (close-request-stdin! r))
-     (set-fastcgi-request-state! r (if (and (not data?) (eq? (fastcgi-request-role r) 'filter)) 'data 'running))
+     (request-stream-ended! r data?)
      #f]
     [(fastcgi-request-rejected r) #f]
     [else
-     (define total (+ len (if data? (fastcgi-request-data-bytes r) (fastcgi-request-body-bytes r))))
+     (define total (request-body-received! r len data?))
      (define cap
-       (let ([declared (parse-content-length (request-param/scan r (if data? #"FCGI_DATA_LENGTH" #"CONTENT_LENGTH")))])
+       (let ([declared (request-declared-length r data?)])
          (if (exact-integer? declared) (min declared (limits-max-body lim)) (limits-max-body lim))))
-     (if data? (set-fastcgi-request-data-bytes! r total) (set-fastcgi-request-body-bytes! r total))
      (cond
        [(> total cap)
         (warn-limited! (conn-server c) 'body-over
                        (λ () (format "request ~a from ~a: ~a over ~a bytes: answered 413"
                                      (fastcgi-request-id r) (log-escape (conn-peer c)) type cap)))
-        (set-fastcgi-request-rejected! r cap)
+        (request-body-rejected! r cap)
         (if data? (close-request-data! r) (close-request-stdin! r))]
        [(over-connection-buffer? c len lim)
         (warn-limited! (conn-server c) 'connection-buffer
@@ -292,14 +279,14 @@
 
 ;; feed! : conn request output-port bytes natural natural limits -> void
 ;; Queue body bytes bs[start, end) for the handler under the body flow rule (see the top
-;; of this file). bs is the decoder's buffer, which nothing refills meanwhile: this
+;; of connection.rkt). bs is the decoder's buffer, which nothing refills meanwhile: this
 ;; thread is the connection's reader.
 (define (feed! c r out bs start end lim)
   ;; put! : natural -> natural ; queue bs[i, end), return the new position.
   ;; A Racket CS pipe's write-bytes-avail* stops where its buffer has to grow (a few dozen
-  ;; bytes into an empty pipe), so it is repeated while it makes progress: only 0 means full.
-  ;; (Treating the first short write as full ended every multiplexed request whose
-  ;; STDIN record was larger than that.) A closed pipe (request ended) takes everything.
+  ;; bytes into an empty pipe), so it is repeated while it makes progress: only 0 means full
+  ;; (a short write is not a full pipe, and taking it for one would end a multiplexed
+  ;; request at its first large STDIN record). A closed pipe (request ended) takes everything.
   (define (put! i)
     (define n (with-handlers ([exn:fail? (λ (e) (- end i))]) (write-bytes-avail* bs out i end)))
     (if (and (positive? n) (< (+ i n) end)) (put! (+ i n)) (+ i n)))
@@ -315,7 +302,7 @@
          ;; a handler not started yet (pending, to run inline) must start to read its body
          (start-pending! c)
          ;; the wait below has its own bound; the peer is not the slow one here
-         (set-conn-deadline! c #f)
+         (conn-await! c #f)
          (before-block! c)
          (define ready (sync/timeout (limits-read-timeout lim) out
                                      (semaphore-peek-evt (fastcgi-request-abort-sema r))))

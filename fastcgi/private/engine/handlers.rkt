@@ -43,7 +43,7 @@
 (define (conn-close! c)
   (unless (or (conn-closing? c) (conn-broken? c))
     (set-conn-closing?! c #t)
-    (set-conn-deadline! c (+ (now-ms) (* 1000 (limits-drain-timeout (server-limits (conn-server c))))))
+    (conn-await! c 'drain)
     (conn-lock! c)
     (conn-shutdown-write! c)
     (semaphore-post (conn-lock c))))
@@ -62,7 +62,7 @@
 
 ;; start-handler! : conn request -> void ; runs the handler in a thread of its own
 (define (start-handler! c r)
-  (set-fastcgi-request-handler! r (thread (λ () (run-handler! c r)))))
+  (request-handler-started! r (thread (λ () (run-handler! c r)))))
 
 ;; run-handler! : conn request -> void
 ;; Runs the handler in the current thread (its own, or the reader's: run-inline!; under a
@@ -70,7 +70,6 @@
 ;; answer, the connection's bookkeeping, the observer.
 (define (run-handler! c r)
   (define srv (conn-server c))
-  (set-handler-request! r)
   (current-error-port handler-error-port)
   (define failure
     (if (fastcgi-request-rejected r)
@@ -78,8 +77,8 @@
         ;; that would not read it could still answer as if it fit, so none runs
         (box (exn:fail:fastcgi:body "body over the limit before the handler ran"
                                     (current-continuation-marks)))
-        (call-handler (server-handler srv) r (limits-request-memory (server-limits srv)))))
-  (set-handler-request! #f)
+        (call-as-handler-of
+         r (λ () (call-handler (server-handler srv) r (limits-request-memory (server-limits srv)))))))
   (parameterize-break #f
     ;; the handler is done: its slot is free before the answer leaves, so a front that
     ;; sends the next request at once never finds a stale count (a false 503)
@@ -128,7 +127,7 @@
                               (fastcgi-request-id r) (log-escape (conn-peer c))
                               (log-escape (or (request-param r #"REQUEST_URI") #"")) secs)
          (stat-add! (conn-server c) 'timeouts)
-         (set-fastcgi-request-broken-ms! r now)
+         (request-broken! r now)
          ;; only while r is live: a reader thread that ran r inline may have gone on to
          ;; other work (see run-inline!, which drops a break that came just too late)
          (start-atomic)
@@ -138,11 +137,11 @@
          ;; In a thread of its own: ending takes the connection's lock, which the handler
          ;; may hold in a write blocked on a peer that stopped reading; this loop is the
          ;; deadline manager that must go on to cut that write. +inf.0: ended once.
-         (set-fastcgi-request-broken-ms! r +inf.0)
+         (request-broken! r +inf.0)
          ;; with nothing of its answer out yet, the front still gets a 503 page (an
          ;; END_REQUEST with no STDOUT is a 502 for nginx)
          (thread (λ ()
-                   (if (or (fastcgi-request-sent? r) (> (fastcgi-request-fill r) 8))
+                   (if (request-output-started? r)
                        (request-end-now! r 1)
                        (request-refuse! r 'handler-timeout))
                    (retire! c r)))]))))
@@ -154,15 +153,13 @@
   (define id (fastcgi-request-id r))
   ;; The reader sets no deadline while a handler runs and then blocks in a read, so it
   ;; never got to start the idle clock: the last request to end starts it here (keeping an
-  ;; earlier deadline, such as the read timeout of a partial record). Atomic, like
-  ;; set-read-deadline!, so that neither overwrites the other with a stale decision.
-  ;; (Without this a kept connection stayed open forever once its requests were done.)
+  ;; earlier deadline, such as the read timeout of a partial record), or a kept connection
+  ;; would stay open forever once its requests were done. Atomic, like set-read-deadline!,
+  ;; so that neither overwrites the other with a stale decision.
   (start-atomic)
   (table-remove-if-eq! reqs id r)
   (when (and (zero? (table-count reqs)) (not (conn-closing? c)))
-    (define idle (+ (now-ms) (* 1000 (limits-idle-timeout (server-limits (conn-server c))))))
-    (define old (conn-deadline c))
-    (set-conn-deadline! c (if old (min old idle) idle)))
+    (conn-await-idle-unless-sooner! c))
   (end-atomic)
   ;; (while the server hands connections over, an idle one is handed over, not closed)
   (when (or (not (fastcgi-request-keep-conn? r))

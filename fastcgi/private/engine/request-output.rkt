@@ -7,6 +7,9 @@
 ;; - the end: request-finish! (the handler's answer is complete), request-end-now! (ended
 ;;   from outside its handler), and the status pages the server answers for a request
 ;;   (request-respond-status!, request-refuse!: their bytes are cgi.rkt's).
+;; A request's output record (its buffer, what left, the answer's status) is this
+;; module's alone: the request holds it (fastcgi-request-output), the rest of the server
+;; reads it through fastcgi-request-status and fastcgi-request-bytes-out.
 (require ffi/unsafe/atomic
          (submod "../protocol/cgi.rkt" private)
          "../protocol/protocol.rkt"
@@ -15,10 +18,14 @@
          (only-in "../transport/transport.rkt" sendrecs-max)
          "wire.rkt")
 (provide header-room
+         make-output
          make-stdout-port
          fastcgi-request-stderr
+         fastcgi-request-status
+         fastcgi-request-bytes-out
+         request-output-started?
+         request-note-status!
          handler-error-port
-         set-handler-request!
          request-finish!
          request-end-now!
          request-respond-status!
@@ -33,27 +40,47 @@
 ;; closing trailer (8: see closing-trailer?)
 (define tail-room 40)
 
+;; What a request sends: buf, its stdout buffer (#f until the first write), whose content
+;; runs from header-room to fill; sent?: some stdout already left; status: the answer's
+;; status, for the access log (#f until known); bytes-out: stdout bytes written;
+;; stderr-port: made on first use.
+(struct output ([buf #:mutable] [fill #:mutable] [sent? #:mutable] [status #:mutable]
+                [bytes-out #:mutable] [stderr-port #:mutable]))
+
+;; make-output : -> output ; nothing written yet
+(define (make-output) (output #f header-room #f #f 0 #f))
+
+;; fastcgi-request-status : request -> (or/c natural #f) ; the answer's status, once known
+(define (fastcgi-request-status r) (output-status (fastcgi-request-output r)))
+
+;; fastcgi-request-bytes-out : request -> natural ; the stdout bytes the handler wrote
+(define (fastcgi-request-bytes-out r) (output-bytes-out (fastcgi-request-output r)))
+
+;; request-output-started? : request -> boolean ; some stdout left, or waits in the buffer
+(define (request-output-started? r)
+  (define o (fastcgi-request-output r))
+  (or (output-sent? o) (> (output-fill o) header-room)))
+
+;; request-note-status! : request natural -> void
+;; The answer's status, as the code that writes its head knows it (for the access log).
+(define (request-note-status! r code)
+  (set-output-status! (fastcgi-request-output r) code))
+
 ;; fastcgi-request-stderr : request -> output-port ; made on first use
 (define (fastcgi-request-stderr r)
-  (or (fastcgi-request-stderr-port r)
+  (define o (fastcgi-request-output r))
+  (or (output-stderr-port o)
       (let ([port (make-output-port 'fastcgi-stderr always-evt
                                     (λ (bs start end non-block? breakable?) (stderr-write! r bs start end))
                                     void)])
         (start-atomic)
-        (unless (fastcgi-request-stderr-port r) (set-fastcgi-request-stderr-port! r port))
+        (unless (output-stderr-port o) (set-output-stderr-port! o port))
         (end-atomic)
-        (fastcgi-request-stderr-port r))))
-
-;; The request whose handler a thread runs (or ran last), and every thread it starts
-;; (a preserved cell: a new thread starts with its creator's value). #f elsewhere.
-(define handler-request (make-thread-cell #f #t))
-
-;; set-handler-request! : (or/c request #f) -> void ; for the thread about to run r's handler
-(define (set-handler-request! r) (thread-cell-set! handler-request r))
+        (output-stderr-port o))))
 
 ;; handler-error-port : output-port
 ;; A handler's current-error-port: what a thread writes there goes to the STDERR of its
-;; handler-request (as to that request's own stderr port, so it fails once the request
+;; handler-request (request-state.rkt; as to that request's own stderr port, so it fails once the request
 ;; has ended), or to the process's standard error in a thread no handler started. One
 ;; port for all requests, not one more custom port per request (a custom port is among
 ;; the largest costs of making a request).
@@ -63,7 +90,7 @@
    'fastcgi-stderr
    always-evt
    (λ (bs start end non-block? breakable?)
-     (define r (thread-cell-ref handler-request))
+     (define r (handler-request))
      (cond
        [r (stderr-write! r bs start end)]
        [else (write-bytes bs process-error-port start end) (flush-output process-error-port)
@@ -105,18 +132,18 @@
 ;; Buffered content leaves first; if the access log still wants the answer's status, the
 ;; buffer first takes up to 8 KiB more, so that the head is read as a buffered one is.
 (define (send-direct! r bs start end)
-  (define sniff? (not (or (fastcgi-request-sent? r) (fastcgi-request-status r)
+  (define sniff? (not (or (output-sent? (fastcgi-request-output r)) (fastcgi-request-status r)
                           (not (server-observer (conn-server (fastcgi-request-conn r)))))))
   (define i0
     (cond
-      [(> (fastcgi-request-fill r) header-room)
+      [(> (output-fill (fastcgi-request-output r)) header-room)
        (define i (if sniff? (+ start (buffer-stdout! r bs start (min end (+ start 8192)))) start))
        (flush-stdout! r)
        i]
       [else
        (when sniff?
          (define status (head-status bs start (min end (+ start 8192))))
-         (when status (set-fastcgi-request-status! r status)))
+         (when status (set-output-status! (fastcgi-request-output r) status)))
        start]))
   (let loop ([i i0])
     (define left (- end i))
@@ -128,8 +155,8 @@
        (define heads (make-bytes (* 8 k)))
        (for ([j (in-range k)]) (record-header! heads (* 8 j) 'stdout (fastcgi-request-id r) n 0))
        (check-live r 'write)
-       (set-fastcgi-request-sent?! r #t)
-       (set-fastcgi-request-bytes-out! r (+ (* k n) (fastcgi-request-bytes-out r)))
+       (set-output-sent?! (fastcgi-request-output r) #t)
+       (set-output-bytes-out! (fastcgi-request-output r) (+ (* k n) (fastcgi-request-bytes-out r)))
        (unless (conn-send-records! (fastcgi-request-conn r) heads bs i n k
                                    (λ () (not (eq? (fastcgi-request-state r) 'done))))
          (request-abort! r)
@@ -144,10 +171,11 @@
 ;; buffer-stdout! : request bytes natural natural -> natural
 ;; Copies what fits into the current record; a full record is sent at once.
 (define (buffer-stdout! r bs start end)
-  (define fill (fastcgi-request-fill r))
+  (define o (fastcgi-request-output r))
+  (define fill (output-fill o))
   (define want (- end start))
   (define buf
-    (let ([buf (fastcgi-request-buf r)])
+    (let ([buf (output-buf o)])
       (cond
         [(and buf (>= (bytes-length buf) (+ fill want tail-room))) buf]
         [(and buf (= (bytes-length buf) (+ header-room max-chunk tail-room))) buf]
@@ -157,28 +185,28 @@
          ;; unfilled: every byte sent is written first (header, content, zeroed padding)
          (define new (make-unfilled-bytes size))
          (when buf (bytes-copy! new 0 buf 0 fill))
-         (set-fastcgi-request-buf! r new)
+         (set-output-buf! o new)
          new])))
   (define n (min want (- (+ header-room max-chunk) fill)))
   (bytes-copy! buf fill bs start (+ start n))
-  (set-fastcgi-request-fill! r (+ fill n))
-  (set-fastcgi-request-bytes-out! r (+ n (fastcgi-request-bytes-out r)))
+  (set-output-fill! o (+ fill n))
+  (set-output-bytes-out! o (+ n (output-bytes-out o)))
   (when (= (+ fill n) (+ header-room max-chunk))
     (flush-stdout! r))
   n)
 
 ;; flush-stdout! : request -> void ; send the buffered content as one STDOUT record
 (define (flush-stdout! r)
-  (define fill (fastcgi-request-fill r))
+  (define fill (output-fill (fastcgi-request-output r)))
   (when (> fill header-room)
-    (define buf (fastcgi-request-buf r))
+    (define buf (output-buf (fastcgi-request-output r)))
     (sniff-status! r buf fill)
     (define len (- fill header-room))
     (define pad (padding-for len))
     (record-header! buf 0 'stdout (fastcgi-request-id r) len pad)
     (bytes-fill-range! buf fill (+ fill pad))
-    (set-fastcgi-request-fill! r header-room)
-    (set-fastcgi-request-sent?! r #t)
+    (set-output-fill! (fastcgi-request-output r) header-room)
+    (set-output-sent?! (fastcgi-request-output r) #t)
     (unless (conn-send! (fastcgi-request-conn r) buf 0 (+ fill pad)
                         (λ () (not (eq? (fastcgi-request-state r) 'done))))
       (request-abort! r)
@@ -189,10 +217,10 @@
 ;; it: the status of a CGI answer, from its Status header, 200 when the headers end
 ;; without one. A status set by request-respond-status! stays.
 (define (sniff-status! r buf fill)
-  (unless (or (fastcgi-request-sent? r) (fastcgi-request-status r)
+  (unless (or (output-sent? (fastcgi-request-output r)) (fastcgi-request-status r)
               (not (server-observer (conn-server (fastcgi-request-conn r)))))
     (define status (head-status buf header-room (min fill (+ header-room 8192))))
-    (when status (set-fastcgi-request-status! r status))))
+    (when status (set-output-status! (fastcgi-request-output r) status))))
 
 ;; bytes-fill-range! : bytes natural natural -> void ; zero bytes [from, to)
 (define (bytes-fill-range! buf from to)
@@ -215,16 +243,16 @@
 
 ;; request-finish! : request natural symbol -> boolean
 ;; Ends the request once: the buffered STDOUT, the empty STDOUT (when any STDOUT was or is
-;; being sent, or app-status says so) and END_REQUEST, in one write. #f if already ended.
-;; Runs under the semantics "first caller wins"; the connection's done-hook runs after.
+;; being sent, or app-status says so) and END_REQUEST, in one write. #f if already ended:
+;; the first caller ends it (mark-done!), later ones do nothing.
 (define (request-finish! r app-status protocol-status #:stdout-end? [stdout-end? #t])
   (define c (fastcgi-request-conn r))
   (define first? (mark-done! r))
   (when first?
     (define id (fastcgi-request-id r))
-    (define fill (fastcgi-request-fill r))
+    (define fill (output-fill (fastcgi-request-output r)))
     (define buf
-      (let ([b (fastcgi-request-buf r)])
+      (let ([b (output-buf (fastcgi-request-output r))])
         (if (and b (>= (bytes-length b) (+ fill tail-room))) b
             (let ([new (make-unfilled-bytes (+ fill tail-room))])
               (when b (bytes-copy! new 0 b 0 fill))
@@ -245,7 +273,7 @@
     (define end
       (cond [(closing-trailer? c r) (record-header! buf (+ at2 16) 'get-values-result 0 0 0) (+ at2 24)]
             [else (+ at2 16)]))
-    (set-fastcgi-request-fill! r header-room)
+    (set-output-fill! (fastcgi-request-output r) header-room)
     (conn-send! c buf start end)
     (semaphore-post (fastcgi-request-abort-sema r))
     (close-request-stdin! r)
@@ -254,7 +282,7 @@
 
 ;; closing-trailer? : conn request -> boolean
 ;; The server stops with no sibling to hand its connections to, and r is the last request
-;; live on its kept connection, which closes right after this answer (connection.rkt's
+;; live on its kept connection, which closes right after this answer (handlers.rkt's
 ;; retire!). The front must not send another request on it meanwhile: nginx keeps an
 ;; upstream connection only when END_REQUEST ends what it has read of it, so a record
 ;; after END_REQUEST in the same write makes it drop the connection itself, where the close
@@ -276,24 +304,22 @@
   (when first?
     (define id (fastcgi-request-id r))
     (define out (open-output-bytes))
-    (when (fastcgi-request-sent? r) (write-bytes (record-header 'stdout id 0 0) out))
+    (when (output-sent? (fastcgi-request-output r)) (write-bytes (record-header 'stdout id 0 0) out))
     (write-record 'end-request id (end-request-content app-status 'request-complete) out)
     (conn-send! (fastcgi-request-conn r) (get-output-bytes out #t)))
   first?)
 
 ;; request-respond-status! : request natural -> boolean
 ;; Answer with cgi.rkt's status page for code unless output already left, then end the
-;; request. Buffered, unsent output is discarded. (A third argument, the reason phrase
-;; the connection layer still passes, is ignored: the phrase is cgi.rkt's. It goes once
-;; that layer calls request-refuse!.)
+;; request. Buffered, unsent output is discarded.
 (define (request-respond-status! r code)
   (cond
-    [(fastcgi-request-sent? r)
+    [(output-sent? (fastcgi-request-output r))
      (request-finish! r 1 'request-complete)]
     [else
-     (set-fastcgi-request-fill! r header-room)
-     (set-fastcgi-request-bytes-out! r 0)
-     (set-fastcgi-request-status! r code)
+     (set-output-fill! (fastcgi-request-output r) header-room)
+     (set-output-bytes-out! (fastcgi-request-output r) 0)
+     (set-output-status! (fastcgi-request-output r) code)
      (define page (status-page code))
      (buffer-stdout! r page 0 (bytes-length page))
      (request-finish! r 0 'request-complete)]))

@@ -286,23 +286,24 @@
   (define deadline
     (timer-at! tm (+ (now-ms) (* 1000 (+ (limits-first-byte-timeout lim) (limits-drain-timeout lim))))
                close!))
+  (define d (make-decoder))
   (with-handlers ([exn:fail? void])
     (let loop ()
-      (define head (read-bytes 8 in))
-      (when (and (bytes? head) (= (bytes-length head) 8) (= (bytes-ref head 0) fcgi-version))
-        (define id (+ (* 256 (bytes-ref head 2)) (bytes-ref head 3)))
-        (read-bytes (+ (* 256 (bytes-ref head 4)) (bytes-ref head 5) (bytes-ref head 6)) in)
-        (cond
-          [(and (= (bytes-ref head 1) (symbol->type 'begin-request)) (positive? id))
-           (note-shed! srv (λ () (format "over ~a connections (max-connections)" (limits-max-connections lim))))
-           (write-bytes (bytes-append (record->bytes 'stdout id (refusal-page 'connections-over))
-                                      (record->bytes 'stdout id #"")
-                                      (record->bytes 'end-request id
-                                                     (end-request-content 0 'request-complete)))
-                        out)
-           (socket-shutdown-write! out)
-           (let drain () (unless (eof-object? (read-bytes 4096 in)) (drain)))]
-          [else (loop)]))))
+      (define type (decoder-view! d))   ; a record taken whole, or #f, or a protocol error
+      (cond
+        [(not type) (unless (eof-object? (decoder-read! d in)) (loop))]
+        [(string? type) (void)]
+        [(and (eq? type 'begin-request) (positive? (decoder-id d)))
+         (define id (decoder-id d))
+         (note-shed! srv (λ () (format "over ~a connections (max-connections)" (limits-max-connections lim))))
+         (write-bytes (bytes-append (record->bytes 'stdout id (refusal-page 'connections-over))
+                                    (record->bytes 'stdout id #"")
+                                    (record->bytes 'end-request id
+                                                   (end-request-content 0 'request-complete)))
+                      out)
+         (socket-shutdown-write! out)
+         (let drain () (unless (eof-object? (read-bytes 4096 in)) (drain)))]
+        [else (loop)])))
   (timer-cancel! tm deadline)
   (close!))
 

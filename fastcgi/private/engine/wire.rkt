@@ -10,7 +10,10 @@
          "owner.rkt"
          "../util/table.rkt")
 (provide (struct-out server)
-         (struct-out conn)
+         (except-out (struct-out conn) set-conn-deadline!)
+         deadline-timeouts
+         conn-await!
+         conn-await-idle-unless-sooner!
          conn-fd
          make-conn
          make-fd-conn
@@ -114,6 +117,34 @@
               ;; posted to wake a reader thread waiting for input, while its server hands
               ;; connections over (see conn-read!)
               wake))
+
+;; ---------------------------------------------------------------------------------------
+;; The read deadline: when the reader gives up on a peer that sends nothing. It is set
+;; only here, by what the connection waits for, each with its timeout of the limits:
+(define deadline-timeouts
+  `((first-byte . ,limits-first-byte-timeout) ; a new connection's first record
+    (read . ,limits-read-timeout)             ; the rest of a record, or a request's input
+    (idle . ,limits-idle-timeout)             ; a kept connection's next request
+    (drain . ,limits-drain-timeout)))         ; the peer's end, after a graceful close
+
+;; conn-await! : conn (or/c 'first-byte 'read 'idle 'drain #f) -> void
+;; From now, the connection waits for what; #f: for nothing from the peer (a handler runs,
+;; or the reader waits for one), so no deadline.
+(define (conn-await! c what)
+  (set-conn-deadline! c (and what (deadline-after c what))))
+
+;; conn-await-idle-unless-sooner! : conn -> void
+;; Its last request has ended: the idle deadline, unless an earlier one is set (the read
+;; timeout of a partial record).
+(define (conn-await-idle-unless-sooner! c)
+  (define idle (deadline-after c 'idle))
+  (define old (conn-deadline c))
+  (set-conn-deadline! c (if old (min old idle) idle)))
+
+;; deadline-after : conn symbol -> (or/c flonum #f) ; #f when that timeout is off
+(define (deadline-after c what)
+  (define secs ((cdr (assq what deadline-timeouts)) (server-limits (conn-server c))))
+  (and secs (+ (now-ms) (* 1000 secs))))
 
 ;; conn-fd : conn -> (or/c fd #f) ; the socket's descriptor (#f over ports)
 (define (conn-fd c) (io-fd (conn-io c)))

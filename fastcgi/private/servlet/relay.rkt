@@ -120,7 +120,7 @@
        (when (and first? (positive? len))
          (set! first? #f)
          (define status (head-status content 0 len))
-         (when status (set-fastcgi-request-status! r status)))
+         (when status (request-note-status! r status)))
        (write-bytes content out)
        (loop)]
       [(stderr) (write-bytes content err) (loop)]

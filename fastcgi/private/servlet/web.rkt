@@ -50,23 +50,25 @@
     (make-safety-limits #:max-request-body-length (limits-max-body lim)
                         #:max-form-data-file-length (limits-max-body lim)))
   (λ (r)
-    (current-fastcgi-request r)
-    (define req (fastcgi-request->request r safety (limits-max-body lim)))
-    (cond
-      [(not req) (request-respond-status! r 400)]
-      [(eq? req 'bad-uri)
-       (refuse-400! r 'bad-uri "REQUEST_URI does not parse")]
-      [else
-       (define resp (catching exn:dispatcher? (λ (e) #f) (run req)))
-       (cond
-         [(response? resp) (write-response r resp)]
-         ;; dispatch-rules with no matching rule and no else: 404, as under serve/servlet
-         [(not resp) (request-respond-status! r 404)]
-         [(eq? resp 'bad-url)
-          (refuse-400! r 'bad-continuation "malformed continuation URL, or a stateless URL whose signature does not hold (made elsewhere, or under another --secret-file)")]
-         ;; an xexpr or another value web-server turns into a response
-         [(any->response resp) => (λ (converted) (write-response r converted))]
-         [else (raise-arguments-error 'servlet "the servlet's result is not a response" "result" resp)])])))
+    ;; bound for this call only: the thread goes on to serve other requests (raw ones too,
+    ;; and other connections' when it is the event loop), which must not see this one
+    (parameterize ([current-fastcgi-request r])
+      (define req (fastcgi-request->request r safety (limits-max-body lim)))
+      (cond
+        [(not req) (request-respond-status! r 400)]
+        [(eq? req 'bad-uri)
+         (refuse-400! r 'bad-uri "REQUEST_URI does not parse")]
+        [else
+         (define resp (catching exn:dispatcher? (λ (e) #f) (run req)))
+         (cond
+           [(response? resp) (write-response r resp)]
+           ;; dispatch-rules with no matching rule and no else: 404, as under serve/servlet
+           [(not resp) (request-respond-status! r 404)]
+           [(eq? resp 'bad-url)
+            (refuse-400! r 'bad-continuation "malformed continuation URL, or a stateless URL whose signature does not hold (made elsewhere, or under another --secret-file)")]
+           ;; an xexpr or another value web-server turns into a response
+           [(any->response resp) => (λ (converted) (write-response r converted))]
+           [else (raise-arguments-error 'servlet "the servlet's result is not a response" "result" resp)])]))))
 
 ;; refuse-400! : fastcgi-request symbol string -> void
 ;; A request the adapter cannot make into a web-server request: answered 400, and a
@@ -122,12 +124,14 @@
                    (param->port (param 6 #"0"))
                    (param->string remote-addr (param 7 #"127.0.0.1"))))]))
 
-;; A body with no bytes, for every request that has none: reading it changes nothing.
+;; A body with no bytes, for every request that has none: reading it changes nothing, so
+;; requests on any thread share it (read-form only reads it; no request holds it after).
 (define empty-body (open-input-bytes #""))
 
 ;; The bindings of a GET without a query, as read-form makes them (a promise of the
-;; empty list), made once: a forced promise never changes. Calling read-form for them
-;; would cost every GET a promise and a header scan, for an answer known ahead.
+;; empty list), made once: a forced promise never changes, nor does the empty list, so
+;; every such request shares it. Calling read-form for them would cost every GET a
+;; promise and a header scan, for an answer known ahead.
 (define no-bindings (let ([p (delay '())]) (force p) p))
 
 ;; param->string : box bytes -> string
@@ -143,6 +147,11 @@
         (set-box! last (cons bs s))
         s)))
 
+;; The last SERVER_ADDR, REMOTE_ADDR and SERVER_PORT: each one pair, of the bytes (found
+;; again by eq?) and the value made of them, replaced whole, so a handler on another
+;; thread reads the old pair or the new one, never half of each. One entry each; the
+;; values (immutable strings, numbers) go into the requests, where no servlet can change
+;; them. A hit spares a decoding and an allocation (measured in a loop: most of the cost).
 (define server-addr (box (cons #f #f)))
 (define remote-addr (box (cons #f #f)))
 (define server-port (box (cons #f 0)))
@@ -159,15 +168,22 @@
 ;; ---------------------------------------------------------------------------------------
 ;; Responses.
 
+;; The Status lines made, by code and message: the head of a response that is not the
+;; last head (last-head below: one with headers, such as a cookie or a Location, or
+;; another code) gets its line by a look-up rather than a number printed, a scan and an
+;; append (measured in a loop: the look-up is the cheaper). Bounded: the first 64 pairs
+;; only (the codes and messages of the app's responses); a key's message is kept
+;; immutable, so a servlet that changes its byte string afterwards cannot disturb the
+;; table. The lines are written out, never handed to a servlet.
 (define status-lines (make-hash))
 
 ;; status-line : natural bytes -> bytes ; "Status: 200 OK\r\n", cached for common pairs
 (define (status-line code message)
-  (define key (cons code message))
-  (or (hash-ref status-lines key #f)
+  (or (hash-ref status-lines (cons code message) #f)
       (let ([line (bytes-append #"Status: " (string->bytes/latin-1 (number->string code))
                                 #" " (clean message) #"\r\n")])
-        (when (< (hash-count status-lines) 64) (hash-set! status-lines key line))
+        (when (< (hash-count status-lines) 64)
+          (hash-set! status-lines (cons code (bytes->immutable-bytes message)) line))
         line)))
 
 ;; clean : bytes -> bytes ; no CR, LF or NUL may reach a header line
@@ -197,7 +213,7 @@
 (define (write-response r resp)
   (define out (fastcgi-request-stdout r))
   (define code (response-code resp))
-  (set-fastcgi-request-status! r code)
+  (request-note-status! r code)
   (define hs (response-headers resp))
   (define mime (response-mime resp))
   (define message (response-message resp))
@@ -217,7 +233,9 @@
 ;; message and mime it was made of. Such a response (response/output, response/xexpr)
 ;; usually takes its message and mime from literals, the same immutable byte strings each
 ;; time: then its head is the same too, and is not made again (what this saves was not
-;; measured apart from the write of the head).
+;; measured apart from the write of the head). One entry, kept only for immutable message
+;; and mime (found again by eq?, they cannot have changed), replaced and read whole (a
+;; handler on another thread sees one vector or the other); the head is only written out.
 (define last-head (box (vector #f #f #f #f)))
 
 ;; response-head : natural bytes (or/c bytes #f) (listof header) -> bytes
