@@ -118,7 +118,7 @@
      (proc f))
    (λ () (delete-directory/files dir))))
 
-;; lines : natural -> string ; n lines of a definition's body, each (void) and a newline
+;; body-lines : natural -> string ; n lines of a definition's body, each (void) and a newline
 (define (body-lines n) (apply string-append (make-list n " (void)\n")))
 
 (test-case "a definition of 81 lines is caught, with its name and first line; one of 80 passes"
@@ -142,4 +142,8 @@
 
 (test-case "a form's last line is where its closing parenthesis is, comments and strings included"
   (with-module (string-append "#lang racket/base\n(define s \"" (apply string-append (make-list 80 "x\n")) "\")\n")
-    (λ (f) (check-equal? (size-problems f "m.rkt") '("m.rkt:2: define s spans 81 lines (at most 80)")))))
+    (λ (f) (check-equal? (size-problems f "m.rkt") '("m.rkt:2: define s spans 81 lines (at most 80)"))))
+  (with-module (string-append "#lang racket/base\n(define c 1\n" (apply string-append (make-list 79 " ;; c\n")) " )\n")
+    (λ (f) (check-equal? (size-problems f "m.rkt") '("m.rkt:2: define c spans 81 lines (at most 80)"))))
+  (with-module (string-append "#lang racket/base\n(define c 1)\n" (apply string-append (make-list 90 ";; after\n")))
+    (λ (f) (check-equal? (size-problems f "m.rkt") '()))))
