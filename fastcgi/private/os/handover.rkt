@@ -99,8 +99,8 @@
 
 ;; start-handover-receiver! : bytes (fd string bytes -> any) -> (or/c thread #f)
 ;; Listens on address; each connection handed over goes to adopt! (which owns the fd from
-;; then on). #f (and a warning) when the address cannot be bound: the worker then closes
-;; its connections when it retires, as without this.
+;; then on). #f (and a warning) when the address cannot be bound: a retiring sibling then
+;; hands its connections to another worker, or closes those that none takes.
 (define (start-handover-receiver! address adopt!)
   (define s (c-socket AF_UNIX (bitwise-ior SOCK_SEQPACKET SOCK_NONBLOCK SOCK_CLOEXEC) 0))
   (cond
