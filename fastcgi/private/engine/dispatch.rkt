@@ -4,15 +4,9 @@
 ;; OVERLOADED), PARAMS are gathered and checked, a request is admitted or refused before
 ;; any handler runs (limits, shedding, a stopping server), STDIN and DATA go to the
 ;; handler under the body flow rule (see connection.rkt), GET_VALUES is answered.
-(require "../util/clock.rkt"
-         "../util/limits.rkt"
-         "../util/log.rkt"
+(require "../util/clock.rkt" "../util/limits.rkt" "../util/log.rkt" "../util/table.rkt"
          "../protocol/protocol.rkt"
-         "request.rkt"
-         "../util/table.rkt"
-         "wire.rkt"
-         "log-limit.rkt"
-         "handlers.rkt"
+         "wire.rkt" "request.rkt" "log-limit.rkt" "handlers.rkt"
          (only-in (submod "../protocol/cgi.rkt" private) refusal-status))
 (provide dispatch!
          note-shed!

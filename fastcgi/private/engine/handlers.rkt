@@ -5,15 +5,9 @@
 ;; when the front asked for that. Also the connection's graceful close and the counters
 ;; every part of the connection layer adds to.
 (require ffi/unsafe/atomic
-         "../util/catch.rkt"
-         "contain.rkt"
-         "../util/limits.rkt"
-         "../util/log.rkt"
+         "../util/catch.rkt" "../util/limits.rkt" "../util/log.rkt" "../util/table.rkt"
          "../protocol/protocol.rkt"
-         "request.rkt"
-         "../util/table.rkt"
-         "wire.rkt"
-         "owner.rkt")
+         "wire.rkt" "owner.rkt" "request.rkt" "contain.rkt")
 (provide (struct-out rd)
          stat-add!
          observe!

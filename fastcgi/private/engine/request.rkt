@@ -16,19 +16,11 @@
          "request-state.rkt"
          "wire.rkt")
 (provide (all-from-out "request-state.rkt")
+         ;; what a request sends, but the parts only a new request needs
+         (except-out (all-from-out "request-output.rkt") header-room make-output make-stdout-port)
          make-fastcgi-request
          request-declared-length
-         request-queue-time-ms
-         fastcgi-request-stderr
-         fastcgi-request-status
-         fastcgi-request-bytes-out
-         request-output-started?
-         request-note-status!
-         handler-error-port
-         request-end-now!
-         request-finish!
-         request-respond-status!
-         request-refuse!)
+         request-queue-time-ms)
 
 ;; make-fastcgi-request : conn natural symbol boolean -> fastcgi-request
 (define (make-fastcgi-request c id role keep-conn?)
