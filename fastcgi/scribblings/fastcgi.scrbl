@@ -1779,7 +1779,12 @@ once, the first value is returned.
 @defparam[current-fastcgi-request r (or/c fastcgi-request? #f)]{
 While a servlet served by @racket[serve/fastcgi] or @exec{raco fastcgi} runs, the raw
 request it is answering; @racket[#f] elsewhere, including in raw handlers, which receive
-the request as their argument.}
+the request as their argument. It is bound with @racket[parameterize] around the
+servlet's call (which includes writing its response): a thread the servlet starts holds
+it too, and nothing of it stays in the thread that ran the servlet, which goes on to serve
+other requests. A continuation resumed by a later request (@racketidfont{send/suspend}
+and its family) sees that later request, even inside a @racket[parameterize] of the
+servlet's own that the continuation captured.}
 
 @defproc[(response/authorized
           [#:variables variables (listof (cons/c (or/c symbol? string?) string?)) '()])

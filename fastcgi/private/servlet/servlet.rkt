@@ -30,6 +30,8 @@
          web-server/managers/timeouts
          web-server/private/servlet
          (only-in web-server/servlet/servlet-structs any->response)
+         (only-in '#%paramz parameterization-key)
+         "../engine/current.rkt"
          "../util/hmac.rkt"
          "sessions.rkt")
 (provide load-servlet
@@ -329,7 +331,27 @@
                       (λ (e) (expired (exn:fail:servlet-manager:no-instance-expiration-handler e) req))]
                      [exn:fail:servlet-manager:no-continuation?
                       (λ (e) (expired (exn:fail:servlet-manager:no-continuation-expiration-handler e) req))])
-       ((custodian-box-value (lookup (car k) (cadr k) (caddr k))) req)))))
+       (resume-as-now (custodian-box-value (lookup (car k) (cadr k) (caddr k))) req)))))
+
+;; resume-as-now : (request -> any) request -> any
+;; kont applied to req, where current-fastcgi-request is this call's raw request (web.rkt
+;; binds it around the servlet's call). A parameterization captured in the continuation
+;; (a parameterize of the servlet's own around send/suspend, in-servlet's
+;; current-directory, a stateless servlet's initialize-servlet) binds it, as it binds
+;; every parameter, to its value at the capture: the request that captured it. That
+;; binding is a thread cell: for the call it holds this request in this thread, and then
+;; its value before again.
+(define (resume-as-now kont req)
+  (define now (current-fastcgi-request))
+  (define p (and now (continuation? kont)
+                 (continuation-mark-set-first (continuation-marks kont) parameterization-key #f)))
+  ;; #f when p does not bind it (then it reads as this thread's default, #f)
+  (define before (and p (call-with-parameterization p current-fastcgi-request)))
+  (cond
+    [(and before (not (eq? before now)))
+     (define (hold! v) (call-with-parameterization p (λ () (current-fastcgi-request v))))
+     (dynamic-wind (λ () (hold! now)) (λ () (kont req)) (λ () (hold! before)))]
+    [else (kont req)]))
 
 ;; warning-manager : routed-manager path (string -> void) -> manager
 ;; rm's manager, which says once, at the first continuation stored, that a stateless
