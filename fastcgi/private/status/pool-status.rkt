@@ -92,8 +92,8 @@
 (define (render-status board fmt)
   (case fmt
     [(json) (jsexpr->bytes board)]
-    [(openmetrics) (render-openmetrics board)]
-    [(prometheus) (parameterize ([prometheus-text? #t]) (render-openmetrics board))]
+    [(openmetrics) (render-openmetrics board #:prometheus? #f)]
+    [(prometheus) (render-openmetrics board #:prometheus? #t)]
     [(html) (render-html board)]
     [else (render-text board)]))
 
@@ -120,21 +120,21 @@
               #:left? #f)))
   (string->bytes/utf-8 (get-output-string out)))
 
-;; render-openmetrics : hash -> bytes
+;; render-openmetrics : hash #:prometheus? boolean -> bytes
 ;; Counters get the _total suffix on their sample; every family has HELP and TYPE; the
 ;; exposition ends with # EOF. Absent values (a unix socket's listen queue) are left out.
 ;; The request metrics' families come from status-metrics.rkt; a worker's series are labelled
-;; with its pid and generation.
-(define (render-openmetrics board)
+;; with its pid and generation. prom?: the Prometheus text format instead (status-metrics.rkt).
+(define (render-openmetrics board #:prometheus? prom?)
   (define out (open-output-string))
   (define pool (escape-label (value->string (hash-ref board 'pool ""))))
   (for ([t (in-list totals)] #:when (third t))
     (define v (hash-ref board (first t) (json-null)))
     (when (real? v)
       (define name (format "fastcgi_~a" (third t)))
-      (write-family-head out name (fourth t) (fifth t))
+      (write-family-head out name (fourth t) (fifth t) #:prometheus? prom?)
       (fprintf out "~a~a{pool=\"~a\"} ~a\n" name (if (eq? (fourth t) 'counter) "_total" "") pool v)))
-  (write-metric-families out board (format "pool=\"~a\"" pool))
+  (write-metric-families out board (format "pool=\"~a\"" pool) #:prometheus? prom?)
   (define workers (hash-ref board 'workers '()))
   ;; worker-labels : hash -> string ; pool, pid and (when known) generation
   (define (worker-labels w)
@@ -149,7 +149,7 @@
                       (private_memory "fastcgi_worker_private_memory_bytes" gauge "Memory of the worker's own: resident less what it shares (--max-memory applies to it)")
                       (shared_memory "fastcgi_worker_shared_memory_bytes" gauge "Resident memory the worker shares with other processes (the loaded image of a forked worker)")
                       (max_requests "fastcgi_worker_max_requests" gauge "The --max-requests limit the worker drew (--max-requests-jitter)")))])
-    (write-family-head out (second m) (third m) (fourth m))
+    (write-family-head out (second m) (third m) (fourth m) #:prometheus? prom?)
     (for ([w (in-list workers)])
       ;; a fifth element: the board's value is in that many of the family's unit (ms: 1000)
       (define v (let ([v (hash-ref w (first m) (json-null))])
@@ -157,8 +157,9 @@
       (when (real? v)
         (fprintf out "~a~a{~a} ~a\n" (second m)
                  (if (eq? (third m) 'counter) "_total" "") (worker-labels w) v))))
-  (write-worker-metric-families out (for/list ([w (in-list workers)]) (cons (worker-labels w) w)))
-  (unless (prometheus-text?) (fprintf out "# EOF\n"))
+  (write-worker-metric-families out (for/list ([w (in-list workers)]) (cons (worker-labels w) w))
+                                #:prometheus? prom?)
+  (unless prom? (fprintf out "# EOF\n"))
   (string->bytes/utf-8 (get-output-string out)))
 
 ;; escape-label : string -> string ; OpenMetrics label value escapes

@@ -7,20 +7,19 @@
 (provide write-metric-families
          write-worker-metric-families
          write-family-head
-         prometheus-text?
          latency-chart)
 
-;; prometheus-text? : (parameter boolean)
-;; #f: OpenMetrics 1.0; #t: the Prometheus text format 0.0.4 (what promtool checks and older
-;; scrapers read): a counter's family is named with its _total, no # UNIT, no # EOF.
-(define prometheus-text? (make-parameter #f))
+;; Every writer of families takes #:prometheus? prom?: #f for OpenMetrics 1.0; #t for the
+;; Prometheus text format 0.0.4 (what promtool checks and older scrapers read), where a
+;; counter's family is named with its _total, with no # UNIT and no # EOF.
 
-;; write-family-head : output-port string symbol string [(or/c string #f)] -> void
+;; write-family-head : output-port string symbol string [(or/c string #f)] #:prometheus? boolean
+;;                     -> void
 ;; HELP and TYPE (and UNIT in OpenMetrics) of a family; name without a counter's _total.
-(define (write-family-head out name type help [unit #f])
-  (define family (if (and (eq? type 'counter) (prometheus-text?)) (string-append name "_total") name))
+(define (write-family-head out name type help [unit #f] #:prometheus? prom?)
+  (define family (if (and (eq? type 'counter) prom?) (string-append name "_total") name))
   (fprintf out "# HELP ~a ~a\n# TYPE ~a ~a\n" family help family type)
-  (when (and unit (not (prometheus-text?))) (fprintf out "# UNIT ~a ~a\n" family unit)))
+  (when (and unit (not prom?)) (fprintf out "# UNIT ~a ~a\n" family unit)))
 
 ;; The histograms: board key, OpenMetrics name (its unit last), unit, help.
 (define histograms
@@ -33,28 +32,31 @@
 
 (define classes '(|1xx| |2xx| |3xx| |4xx| |5xx|))
 
-;; write-metric-families : output-port hash string -> void
+;; write-metric-families : output-port hash string #:prometheus? boolean -> void
 ;; The pool's families; labels: the pool's label pair, already escaped (pool="...").
-(define (write-metric-families out board labels)
-  (write-families out "fastcgi_" "" (list (cons labels board))))
+(define (write-metric-families out board labels #:prometheus? prom?)
+  (write-families out "fastcgi_" "" (list (cons labels board)) prom?))
 
-;; write-worker-metric-families : output-port (listof (cons string hash)) -> void
+;; write-worker-metric-families : output-port (listof (cons string hash)) #:prometheus? boolean
+;;                                -> void
 ;; The same per worker: each with its labels (pool, pid, generation) and its line of the board.
-(define (write-worker-metric-families out workers)
-  (write-families out "fastcgi_worker_" " (per worker)" workers))
+(define (write-worker-metric-families out workers #:prometheus? prom?)
+  (write-families out "fastcgi_worker_" " (per worker)" workers prom?))
 
-;; write-families : output-port string string (listof (cons string hash)) -> void
+;; write-families : output-port string string (listof (cons string hash)) boolean -> void
 ;; A family per histogram and one of the answers by class, announced even with no sample;
 ;; a member without the value is left out.
-(define (write-families out prefix what members)
+(define (write-families out prefix what members prom?)
   (for ([h (in-list histograms)])
     (define name (string-append prefix (second h)))
-    (write-family-head out name 'histogram (string-append (fourth h) what) (third h))
+    (write-family-head out name 'histogram (string-append (fourth h) what) (third h)
+                       #:prometheus? prom?)
     (for ([m (in-list members)])
       (define v (hash-ref (cdr m) (first h) #f))
       (when (hash? v) (write-histogram out name (car m) v))))
   (define name (string-append prefix "responses"))
-  (write-family-head out name 'counter (string-append "Answers by HTTP status class (1xx to 5xx)" what))
+  (write-family-head out name 'counter (string-append "Answers by HTTP status class (1xx to 5xx)" what)
+                     #:prometheus? prom?)
   (for ([m (in-list members)])
     (define v (hash-ref (cdr m) 'responses #f))
     (when (hash? v)
