@@ -114,12 +114,15 @@
     [else (thread (λ () (receive-loop s adopt!)))]))
 
 ;; receive-loop : fd (fd string bytes -> any) -> none
+;; Waits on a socket semaphore (rktio's epoll set, as poller.rkt does), not on
+;; unsafe-fd->evt: Racket polls an fd event on every pass of its scheduler, and this thread
+;; waits in every pool worker for the whole of its life (bench/OPTIMISATIONS.md: 2-4 us of
+;; CPU per request).
 (define (receive-loop s adopt!)
-  (define ready (unsafe-fd->evt s 'read))
   (let loop ()
     (define c (c-accept4 s #f #f (bitwise-ior SOCK_NONBLOCK SOCK_CLOEXEC)))
     (cond
-      [(< c 0) (sync ready)]
+      [(< c 0) (sync (unsafe-socket->semaphore s 'read))]
       [(not (same-user? c))
        (log-fastcgi-warning "refused a connection handed over by another user")
        (c-close c)]
