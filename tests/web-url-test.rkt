@@ -1,7 +1,8 @@
 #lang racket/base
 ;; fastcgi/private/servlet/web-url.rkt against the plain way: uri->url must give exactly what
 ;; net/url's string->url gives, which it falls back to; uri-bytes->url, which remembers the
-;; last URI, must give uri->url's url.
+;; last URI, must give uri->url's url. Each call gives a url of its own (url structs are
+;; mutable): what a servlet does to its request's url, no later request sees.
 (require net/url
          rackunit
          "../fastcgi/private/servlet/web-url.rkt")
@@ -27,12 +28,14 @@
               "/a/b/c.html?id=42&page=3" "/a%20b" "/a+b?x=1+2" "/a;p/b" "/a#f" "/a?x=%41"
               "/a:b@c" "/é" "/a?q=é" "/A_Z-0.9~" "/.;x")))
 
-(test-case "uri->url keeps the urls of plain URIs: the same url again, immutable, still right"
+(test-case "uri->url keeps the parts of plain URIs: the same parts again, immutable, still right"
   (define plain '("/" "/a" "/a/b/c.html?id=42&page=3" "/x?y=1&z" "/A_Z-0.9~" "/?a=b&c="))
   (for ([s (in-list plain)])
     (define u1 (uri->url s))
     (define u2 (uri->url (string-copy s)))
-    (check-eq? u2 u1 (format "~a: the kept url" s))
+    (check-eq? (url-path u2) (url-path u1) (format "~a: the kept path" s))
+    (check-eq? (url-query u2) (url-query u1) (format "~a: the kept query" s))
+    (check-false (eq? u2 u1) (format "~a: a url of its own" s))
     (check-equal? (parsed (λ (_) u2) s) (parsed string->url s) s)
     (for ([p (in-list (url-path u2))] #:when (string? (path/param-path p)))
       (check-true (immutable? (path/param-path p)) (format "~a: a segment cannot be changed" s)))
@@ -46,7 +49,14 @@
   ;; a long URI is parsed right and not kept
   (define long (string-append "/" (make-string 300 #\a)))
   (check-same long)
-  (check-false (eq? (uri->url long) (uri->url long)) "a URI over 256 characters is not kept"))
+  (check-false (eq? (url-path (uri->url long)) (url-path (uri->url long))) "a URI over 256 characters is not kept"))
+
+(test-case "a url changed by its servlet changes no later one's (url structs are mutable)"
+  (for ([parse (list uri->url (λ (s) (uri-bytes->url (string->bytes/utf-8 s))))])
+    (define u1 (parse "/m/n?k=v"))
+    (set-url-path! u1 (list (path/param "changed" '())))
+    (set-url-query! u1 '())
+    (check-equal? (url->list (parse "/m/n?k=v")) (url->list (string->url "/m/n?k=v")))))
 
 (test-case "uri->url equals string->url on 100000 random URIs"
   (define alphabet (string->list "ab.-_~/?=&/.Z9%+;#:"))
@@ -65,7 +75,7 @@
     (define bs (string->bytes/utf-8 s))
     (check-equal? (url->list (uri-bytes->url bs)) (url->list (uri->url s)) s)
     (check-equal? (url->list (uri-bytes->url (bytes-copy bs))) (url->list (string->url s)) s))
-  (check-eq? (uri-bytes->url #"/kept") (uri-bytes->url (bytes-copy #"/kept")))
+  (check-eq? (url-path (uri-bytes->url #"/kept")) (url-path (uri-bytes->url (bytes-copy #"/kept"))))
   ;; bytes that are not UTF-8 decode with U+FFFD, as before
   (check-equal? (url->list (uri-bytes->url #"/a\377b")) (url->list (uri->url "/a\uFFFDb"))))
 

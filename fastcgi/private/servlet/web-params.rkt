@@ -17,13 +17,9 @@
          special-names)
 
 ;; param->header-name : bytes -> (or/c bytes #f)
-;; Cached: a front sends the same dozen header names on every request, and building one
-;; (split, titlecase, join) cost more than the rest of the adapter's work on a header.
-;; The cache holds at most max-cached-names names of at most max-cached-name-bytes each,
-;; since the names come from the client; a cached name is immutable, so that no servlet
-;; can change it for the next request. CONTENT_TYPE and CONTENT_LENGTH map to the very
-;; byte strings #"Content-Type" and #"Content-Length" of this module (read-params
-;; compares with eq?).
+;; The header name of a param (#f: none), through header-names. CONTENT_TYPE and
+;; CONTENT_LENGTH map to the very byte strings #"Content-Type" and #"Content-Length" of
+;; this module (read-params compares with eq?).
 (define (param->header-name name)
   (define hit (hash-ref header-names name none))
   (cond
@@ -35,6 +31,12 @@
        (hash-set! header-names (bytes->immutable-bytes name) v))
      v]))
 
+;; The header names made, by param name: a front sends the same dozen header names on
+;; every request, and building one (split, titlecase, join) cost more than the rest of
+;; the adapter's work on a header. Bounded, since the names come from the client: at most
+;; max-cached-names names of at most max-cached-name-bytes each, the first ones seen.
+;; Shared by every request: a cached name (a key too) is immutable, and the header names
+;; go into the requests, so that no servlet can change one for the next request.
 (define header-names (make-hash))
 (define max-cached-names 256)
 (define max-cached-name-bytes 256)
@@ -68,7 +70,9 @@
 ;; at most max-shape-bytes: names come from the client) and checks a request's names
 ;; against the shape with bytes=? instead of looking each one up in tables, which took
 ;; a good part of a servlet request (bench/OPTIMISATIONS.md, web-server's structures
-;; without contracts, by the shape of the params).
+;; without contracts, by the shape of the params). A shape never changes once made (its
+;; names are immutable copies) but for its memo, which is replaced whole; a later shape of
+;; the same length replaces an older one, so the table stays bounded.
 (struct shape (names headers slots [memo #:mutable]))
 (define shapes (make-hasheqv))
 (define max-shapes 64)
@@ -96,12 +100,14 @@
        (set-box! last-shape new))
      new]))
 
-;; The shape kept last, which read-raw-params tries first.
+;; The shape kept last, which read-raw-params tries first: one entry, a shape of the table.
 (define last-shape (box #f))
 
 ;; A shape's memo: the values of the last request read in place with it (by pair; #f where
 ;; the adapter wants none) and the headers made of them. Published whole, never changed:
-;; handlers on other threads may read it meanwhile.
+;; handlers on other threads may read it meanwhile. Requests in a row with the same
+;; values share its byte strings and its list of headers: all immutable (the values made
+;; so, header structs), so that the servlet of one cannot change the next one's.
 (struct memo (values headers))
 
 ;; read-raw-params : raw-params -> (values (or/c (listof header) #f) (or/c vector #f))
