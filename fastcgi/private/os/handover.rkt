@@ -116,8 +116,8 @@
 ;; receive-loop : fd (fd string bytes -> any) -> none
 ;; Waits on a socket semaphore (rktio's epoll set, as poller.rkt does), not on
 ;; unsafe-fd->evt: Racket polls an fd event on every pass of its scheduler, and this thread
-;; waits in every pool worker for the whole of its life (bench/OPTIMISATIONS.md: 2-4 us of
-;; CPU per request).
+;; waits in every pool worker for the whole of its life (the cost is measured in
+;; bench/OPTIMISATIONS.md, CPU per request since 0570f9e).
 (define (receive-loop s adopt!)
   (let loop ()
     (define c (c-accept4 s #f #f (bitwise-ior SOCK_NONBLOCK SOCK_CLOEXEC)))

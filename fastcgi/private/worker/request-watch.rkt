@@ -9,7 +9,6 @@
          "../os/log-file.rkt"
          "../util/log.rkt"
          "../status/metrics.rkt"
-         "../protocol/queue-time.rkt"
          "../engine/request.rkt"
          "../engine/server.rkt"
          "../util/table.rkt"
@@ -24,8 +23,7 @@
 (define (make-observer m lf)
   (define pid (getpid))
   (λ (r ms)
-    (define start (request-param/scan r #"HTTP_X_REQUEST_START"))
-    (define queue (and start (queue-time-ms start (wall-ms-at (fastcgi-request-start-ms r)))))
+    (define queue (request-queue-time-ms r))
     (metrics-record! m (fastcgi-request-status r) (fastcgi-request-bytes-out r) ms queue)
     (when lf
       (log-file-write-access! lf (current-inexact-milliseconds)
