@@ -2476,7 +2476,14 @@ named):
        per @filepath{protocol/protocol-record.rkt}, name-value pairs per
        @filepath{protocol/protocol-pairs.rkt}: the codec knows no sockets) and gives each record
        to @filepath{dispatch.rkt}: @wire{BEGIN_REQUEST} makes a request
-       (@filepath{request.rkt}, @filepath{request-state.rkt}), @wire{PARAMS} are checked
+       (@filepath{request.rkt}). A request's fields are written only by
+       @filepath{request-state.rkt}, whose table of transitions moves it from
+       @tt{params} to @tt{stdin} (an Authorizer straight to @tt{running}), to @tt{data} (a
+       Filter's), to @tt{running}, and from any of them to @tt{done}; the others call
+       those transitions by name. What a request sends is @filepath{request-output.rkt}'s
+       own record, and a connection's read deadline is set only by @filepath{wire.rkt}, by
+       what the connection waits for (a first record, the rest of one, the next request,
+       the peer's end). @wire{PARAMS} are checked
        and the request is admitted or refused before any handler runs, @wire{STDIN} and
        @wire{DATA} go to the handler under the body flow rule (@secref["flow"]). The
        connection layer answers in FastCGI terms; a refusal is a reason, and
