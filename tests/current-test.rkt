@@ -60,11 +60,19 @@
      (peer-send! p (request-bytes 1))
      (check-equal? (cgi-body (answer-stdout (peer-answer p 1))) #"#f"))))
 
-;; servlet-then-raw : -> (values handler (-> list))
+;; servlet-then-raw : [#:wait-abort? boolean] -> (values handler (-> list))
 ;; A handler that serves odd ids with the servlet adapter and even ones as a raw handler,
-;; which answers what it sees of the parameter; and the threads each ran in.
-(define (servlet-then-raw)
-  (define servlet (servlet->handler what-servlet-saw default-limits))
+;; which answers what it sees of the parameter; and the threads each ran in. wait-abort?:
+;; the servlet first waits a moment on its abort-evt, which, inline, makes the engine start
+;; a new reader (or a new event loop) from inside the servlet's call.
+(define (servlet-then-raw #:wait-abort? [wait-abort? #f])
+  (define servlet
+    (servlet->handler (if wait-abort?
+                          (λ (req)
+                            (sync/timeout 0.05 (fastcgi-request-abort-evt (current-fastcgi-request)))
+                            (what-servlet-saw req))
+                          what-servlet-saw)
+                      default-limits))
   (define threads '())
   (values (λ (r)
             (set! threads (cons (current-thread) threads))
@@ -164,3 +172,28 @@
      (define k-url (body-of (peer-answer p 1)))
      (peer-send! p (get 2 "two" k-url))
      (check-equal? (body-of (peer-answer p 2)) '((1 #"one") (2 #"two"))))))
+
+(test-case "a servlet that waits on its abort-evt inline: the reader started meanwhile serves the next raw request with none"
+  (define-values (handler threads) (servlet-then-raw #:wait-abort? #t))
+  (call-with-pipe-conn
+   handler
+   (λ (p c)
+     (peer-send! p (get 1 "one"))
+     (check-equal? (body-of (peer-answer p 1)) '(#t 1 responder #"one"))
+     (peer-send! p (get 2 "two"))
+     (check-equal? (body-of (peer-answer p 2)) '(#f #f #f #f))))
+  (check-false (eq? (car (threads)) (cadr (threads))) "request 2 was read by the new reader"))
+
+(test-case "a server's event loop: after a servlet that waits on its abort-evt, another connection's raw request sees none"
+  (define-values (handler threads) (servlet-then-raw #:wait-abort? #t))
+  (call-with-server
+   handler
+   (λ (path)
+     (with-peer path
+       (λ (p)
+         (peer-send! p (get 1 "one"))
+         (check-equal? (body-of (peer-answer p 1)) '(#t 1 responder #"one"))))
+     (with-peer path
+       (λ (p)
+         (peer-send! p (get 2 "two"))
+         (check-equal? (body-of (peer-answer p 2)) '(#f #f #f #f)))))))

@@ -72,7 +72,7 @@
   (define lim (server-limits (conn-server c)))
   ;; a connection handed over by a retiring sibling is a kept one, between requests
   (conn-await! c (if pending 'idle 'first-byte))
-  (define st (rd (make-decoder) #f #f 0 done (current-custodian) 0))
+  (define st (rd (make-decoder) #f #f 0 done (current-parameterization) 0))
   ;; it has had requests: a late record of one its sibling ended (a STDIN, an
   ;; ABORT_REQUEST) is skipped as here, not taken for one before any BEGIN_REQUEST
   (when pending
@@ -141,10 +141,13 @@
   ;; action, which ends a parked one) may have looked before it was parked
   (when (conn-broken? c) (end-connection! c st)))
 
-;; start-reader! : conn rd -> thread ; a new thread takes over reading
+;; start-reader! : conn rd -> thread
+;; A new thread takes over reading, under the parameterization the connection was served
+;; with (its custodian among them): not that of whoever asks, which may be a handler
+;; running inline (ensure-reader!), whose parameterize (current-fastcgi-request's too)
+;; must not outlive its request in the connection's later readers.
 (define (start-reader! c st)
-  (parameterize ([current-custodian (rd-custodian st)])
-    (thread (λ () (run-reader c st)))))
+  (call-with-parameterization (rd-paramz st) (λ () (thread (λ () (run-reader c st))))))
 
 ;; read-loop : conn rd -> (or/c boolean 'parked)
 ;; #t when the connection has ended, #f when handed over, 'parked when the loop reads it

@@ -21,8 +21,9 @@
 
 ;; The reader's state, shared by the threads that read one connection in turn (which of
 ;; them reads it now is its owner's state: owner.rkt). reads: read() calls in this turn of
-;; the loop; done: what the thread that sees the end does.
-(struct rd (decoder [short? #:mutable] [begun? #:mutable] [served #:mutable] done custodian
+;; the loop; done: what the thread that sees the end does; paramz: the parameterization
+;; (custodian included) the connection was served with, for every reader thread of it.
+(struct rd (decoder [short? #:mutable] [begun? #:mutable] [served #:mutable] done paramz
                     [reads #:mutable]))
 
 ;; abort-all! : conn -> void ; the connection is gone: every live request learns it

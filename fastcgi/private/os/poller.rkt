@@ -40,9 +40,11 @@
 
 ;; epfd: the epoll set; events: the buffer epoll_wait fills (owned by the loop thread);
 ;; entries: fd -> entry (a vector that grows); owner: the thread that is the loop now;
-;; step: entry -> any, run by the loop for a readable fd; custodian: of the loop threads;
+;; step: entry -> any, run by the loop for a readable fd; paramz: the parameterization the
+;; loop threads are made under (the one at make-poller, its custodian included: a new loop
+;; thread may be asked for by a handler, whose own parameterize must not reach the loop);
 ;; quiet?, lease-until, stats: the lease (see run-loop).
-(struct poller (epfd events [entries #:mutable] [owner #:mutable] step custodian
+(struct poller (epfd events [entries #:mutable] [owner #:mutable] step paramz
                      [stopped? #:mutable] ev
                      quiet? [lease-until #:mutable] stats))
 
@@ -58,7 +60,7 @@
     (error 'fastcgi "epoll_create1 failed (errno ~a)" (saved-errno)))
   ;; not moved by the GC (epoll writes into them), and freed with the poller
   (poller epfd (malloc (* event-size max-events) 'atomic-interior) (make-vector 256 #f) #f step
-          (current-custodian) #f (malloc event-size 'atomic-interior)
+          (current-parameterization) #f (malloc event-size 'atomic-interior)
           quiet? 0.0 (make-vector 12 0)))
 
 ;; poller-add! : poller natural any -> boolean
@@ -132,13 +134,13 @@
 
 ;; spawn-loop! : poller -> void
 (define (spawn-loop! p)
-  (parameterize ([current-custodian (poller-custodian p)])
-    (define go (make-semaphore 0))
-    (define t (thread (λ () (semaphore-wait go) (run-loop p))))
-    (start-atomic)
-    (if (poller-stopped? p) (kill-thread t) (set-poller-owner! p t))
-    (end-atomic)
-    (semaphore-post go)))
+  (define go (make-semaphore 0))
+  (define t (call-with-parameterization (poller-paramz p)
+                                        (λ () (thread (λ () (semaphore-wait go) (run-loop p))))))
+  (start-atomic)
+  (if (poller-stopped? p) (kill-thread t) (set-poller-owner! p t))
+  (end-atomic)
+  (semaphore-post go))
 
 ;; run-events! : poller natural -> void ; each of the n ready fds' steps
 (define (run-events! p n)
