@@ -2,7 +2,8 @@
 ;; fastcgi/private/engine/log-limit.rkt: the notes of a new server, and the lines warn-limited!
 ;; and warn-once-a-second! write or only count. The second's window is set by hand (its
 ;; start moved to +inf.0 holds the window, to -inf.0 opens a new one), so no test waits.
-(require rackunit
+(require racket/list
+         rackunit
          "../fastcgi/private/util/log.rkt"
          "../fastcgi/private/engine/log-limit.rkt"
          (only-in "../fastcgi/private/engine/server.rkt" make-server)
@@ -24,7 +25,7 @@
   (define notes (make-notes))
   (check-equal? (sort (hash-keys notes) symbol<?)
                 (sort '(shed overloaded unknown-role rejected body-over connection-buffer
-                        handler-behind protocol bad-uri bad-body bad-continuation denied)
+                        handler-behind protocol bad-uri bad-body bad-continuation denied handover)
                       symbol<?))
   (for ([(k v) (in-hash notes)])
     (check-equal? v (vector -inf.0 0 0) (format "~a" k))))
@@ -57,3 +58,29 @@
   (window! srv 'overloaded -inf.0)
   (warn-once-a-second! srv 'overloaded "OVERLOADED answers" (λ () "overloaded again"))
   (check-equal? (written receiver) '("overloaded again; 3 more OVERLOADED answers since the last such line")))
+
+;; kinds-used : -> (listof symbol)
+;; Every kind a module of the server passes to warn-limited! or warn-once-a-second!, read
+;; as data from the sources (a kind missing from the notes fails only when its line is due).
+(define (kinds-used)
+  (define dir (collection-file-path "private" "fastcgi"))
+  (define found '())
+  (define (walk d)
+    (when (pair? d)
+      (when (and (memq (car d) '(warn-limited! warn-once-a-second!)) (list? d) (>= (length d) 3)
+                 (pair? (caddr d)) (eq? (car (caddr d)) 'quote))
+        (set! found (cons (cadr (caddr d)) found)))
+      (walk (car d))
+      (walk (cdr d))))
+  (for ([f (in-directory dir)] #:when (regexp-match? #rx"[.]rkt$" (path->string f))
+                               #:unless (regexp-match? #rx"compiled" (path->string f)))
+    (parameterize ([read-accept-reader #t] [read-accept-lang #t])
+      (call-with-input-file f (λ (in) (read-line in) (let loop () (define d (read in)) (unless (eof-object? d) (walk d) (loop)))))))
+  (remove-duplicates found))
+
+(test-case "every kind the server's modules log under has its notes"
+  (define used (kinds-used))
+  (check-true (> (length used) 10) (format "the scan finds the calls: ~s" used))
+  (define notes (server-notes (make-server void)))
+  (for ([k (in-list used)])
+    (check-true (hash-has-key? notes k) (format "~a has no notes: its first line raises" k))))

@@ -17,7 +17,7 @@
 ;; note-kinds : every kind; each refusal site logs under its own
 (define note-kinds
   '(shed overloaded unknown-role rejected body-over connection-buffer handler-behind
-    protocol bad-uri bad-body bad-continuation denied))
+    protocol bad-uri bad-body bad-continuation denied handover))
 
 ;; make-notes : -> hasheq
 (define (make-notes)
