@@ -83,15 +83,20 @@
                (write (seen) (fastcgi-request-stdout r))]))
           (λ () (reverse threads))))
 
+;; servlet-then-raw-on : peer peer -> void
+;; Request 1 (the servlet) on p1, then request 2 (raw) on p2: the servlet sees its own
+;; request, the raw handler none.
+(define (servlet-then-raw-on p1 p2)
+  (peer-send! p1 (get 1 "one"))
+  (check-equal? (body-of (peer-answer p1 1)) '(#t 1 responder #"one"))
+  (peer-send! p2 (get 2 "two"))
+  (check-equal? (body-of (peer-answer p2 2)) '(#f #f #f #f)))
+
 (test-case "after a servlet's request, the thread that served it holds #f: a raw request next on the connection sees none"
   (define-values (handler threads) (servlet-then-raw))
   (call-with-pipe-conn
    handler
-   (λ (p c)
-     (peer-send! p (get 1 "one"))
-     (check-equal? (body-of (peer-answer p 1)) '(#t 1 responder #"one"))
-     (peer-send! p (get 2 "two"))
-     (check-equal? (body-of (peer-answer p 2)) '(#f #f #f #f))))
+   (λ (p c) (servlet-then-raw-on p p)))
   ;; both inline, in the reader's thread: the very thread that ran the servlet
   (check-equal? (length (threads)) 2)
   (check-eq? (car (threads)) (cadr (threads))))
@@ -100,15 +105,7 @@
   (define-values (handler threads) (servlet-then-raw))
   (call-with-server
    handler
-   (λ (path)
-     (with-peer path
-       (λ (p)
-         (peer-send! p (get 1 "one"))
-         (check-equal? (body-of (peer-answer p 1)) '(#t 1 responder #"one"))))
-     (with-peer path
-       (λ (p)
-         (peer-send! p (get 2 "two"))
-         (check-equal? (body-of (peer-answer p 2)) '(#f #f #f #f)))))))
+   (λ (path) (with-peer path (λ (p1) (with-peer path (λ (p2) (servlet-then-raw-on p1 p2))))))))
 
 (test-case "a handler in a thread of its own (its body still arriving), and a thread the servlet starts"
   (call-with-pipe-conn
@@ -177,23 +174,11 @@
   (define-values (handler threads) (servlet-then-raw #:wait-abort? #t))
   (call-with-pipe-conn
    handler
-   (λ (p c)
-     (peer-send! p (get 1 "one"))
-     (check-equal? (body-of (peer-answer p 1)) '(#t 1 responder #"one"))
-     (peer-send! p (get 2 "two"))
-     (check-equal? (body-of (peer-answer p 2)) '(#f #f #f #f))))
+   (λ (p c) (servlet-then-raw-on p p)))
   (check-false (eq? (car (threads)) (cadr (threads))) "request 2 was read by the new reader"))
 
 (test-case "a server's event loop: after a servlet that waits on its abort-evt, another connection's raw request sees none"
   (define-values (handler threads) (servlet-then-raw #:wait-abort? #t))
   (call-with-server
    handler
-   (λ (path)
-     (with-peer path
-       (λ (p)
-         (peer-send! p (get 1 "one"))
-         (check-equal? (body-of (peer-answer p 1)) '(#t 1 responder #"one"))))
-     (with-peer path
-       (λ (p)
-         (peer-send! p (get 2 "two"))
-         (check-equal? (body-of (peer-answer p 2)) '(#f #f #f #f)))))))
+   (λ (path) (with-peer path (λ (p1) (with-peer path (λ (p2) (servlet-then-raw-on p1 p2))))))))
