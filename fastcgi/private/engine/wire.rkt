@@ -11,7 +11,6 @@
          "../util/table.rkt")
 (provide (struct-out server)
          (except-out (struct-out conn) set-conn-deadline!)
-         deadline-timeouts
          conn-await!
          conn-await-idle-unless-sooner!
          conn-fd
