@@ -84,6 +84,18 @@
 (define (with-files proc)
   (call-with-temp-dir "fcgi-ctl" (λ (dir) (proc (path->string (build-path dir "m.pid"))))))
 
+;; with-named-sleep : (subprocess -> any) -> any
+;; a `sleep` named as a manager is (ctl checks that the pid file's process runs fastcgi)
+(define (with-named-sleep proc)
+  (define-values (sp o i e) (subprocess #f #f #f (find-executable-path "bash") "-c"
+                                        "exec -a raco-fastcgi-serve sleep 60"))
+  (for ([p (list o i e)]) (if (input-port? p) (close-input-port p) (close-output-port p)))
+  (wait-until 5 "the sleep runs"
+              (λ () (equal? (with-handlers ([exn:fail? (λ (x) #f)])
+                              (file->string (format "/proc/~a/comm" (subprocess-pid sp))))
+                            "sleep\n")))
+  (dynamic-wind void (λ () (proc sp)) (λ () (subprocess-kill sp #t))))
+
 (test-case "refused, each with one line: no --pid-file, no such file, not a pid, no such process, no status, no such command"
   (with-files
    (λ (pid-file)
@@ -100,10 +112,16 @@
      (refused (list "status" "--pid-file" pid-file) #rx"does not hold a pid: \"twelve\\\\n\"")
      (display-to-file "999999999\n" pid-file #:exists 'truncate)
      (refused (list "stop" "--pid-file" pid-file) #rx"no process 999999999 .*: the manager is not running$")
+     ;; this test's own process runs no fastcgi: a pid from another PID namespace, say
      (display-to-file (format "~a\n" (getpid)) pid-file #:exists 'truncate)
-     (refused (list "status" "--pid-file" pid-file) #rx"^raco-fastcgi: ctl: no status in .*m\\.pid\\.status\\.json yet$")
-     (refused (list "restart" "--pid-file" pid-file) #rx"ctl: expected status, reload or stop, got \"restart\"$")
-     (refused (list "status" "--timeout" "soon" "--pid-file" pid-file) #rx"--timeout"))))
+     (refused (list "stop" "--pid-file" pid-file)
+              #rx"ctl: process [0-9]+ \\(from .*m\\.pid\\) is not a raco fastcgi manager \\(it runs [^ ]*racket[^ ]*\\): a pid file written in another PID namespace \\(a container\\) holds a pid of that namespace; run ctl inside it$")
+     (with-named-sleep
+      (λ (sp)
+        (display-to-file (format "~a\n" (subprocess-pid sp)) pid-file #:exists 'truncate)
+        (refused (list "status" "--pid-file" pid-file) #rx"^raco-fastcgi: ctl: no status in .*m\\.pid\\.status\\.json yet$")
+        (refused (list "restart" "--pid-file" pid-file) #rx"ctl: expected status, reload or stop, got \"restart\"$")
+        (refused (list "status" "--timeout" "soon" "--pid-file" pid-file) #rx"--timeout"))))))
 
 (test-case "status: the status file as text, or as JSON with --json"
   (with-files
@@ -123,14 +141,10 @@
 (define (with-sleep proc)
   (with-files
    (λ (pid-file)
-     (define-values (sp o i e) (subprocess #f #f #f (find-executable-path "sleep") "60"))
-     (for ([p (list o i e)]) (if (input-port? p) (close-input-port p) (close-output-port p)))
-     (wait-until 5 "the sleep runs"
-                 (λ () (equal? (with-handlers ([exn:fail? (λ (x) #f)])
-                                 (file->string (format "/proc/~a/comm" (subprocess-pid sp))))
-                               "sleep\n")))
-     (display-to-file (format "~a\n" (subprocess-pid sp)) pid-file)
-     (dynamic-wind void (λ () (proc pid-file sp)) (λ () (subprocess-kill sp #t))))))
+     (with-named-sleep
+      (λ (sp)
+        (display-to-file (format "~a\n" (subprocess-pid sp)) pid-file)
+        (proc pid-file sp))))))
 
 (test-case "stop: SIGTERM, then it waits until the manager has exited"
   (with-sleep

@@ -43,6 +43,7 @@
            (> (hash-ref b 'reload_settled) asked)
            (for/or ([k (in-list '(reloads reload_failures))])
              (> (hash-ref b k 0) (hash-ref before k 0)))))
+     (check-manager! pid pid-file)
      (send-signal! pid SIGHUP)
      (define result
        (wait-until timeout
@@ -66,6 +67,7 @@
        [(eq? result 'gone) (eprintf "raco fastcgi ctl: the manager (pid ~a) exited\n" pid) (exit 1)]
        [else (eprintf "raco fastcgi ctl: reload not done after ~a s\n" timeout) (exit 1)])]
     [("stop")
+     (check-manager! pid pid-file)
      (send-signal! pid SIGTERM)
      (cond
        [(wait-until timeout (λ () (not (process-alive? pid)))) (printf "stopped\n")]
@@ -82,6 +84,21 @@
   (unless (process-alive? pid)
     (raise-user-error 'raco-fastcgi "ctl: no process ~a (from ~a): the manager is not running" pid file))
   pid)
+
+;; check-manager! : natural path-string -> void
+;; Before a signal: a pid file written inside a container (another PID namespace) names a
+;; pid of that namespace, which here may be any process, the host's init among them.
+(define (check-manager! pid file)
+  (define cmdline (process-command-line pid))
+  (when (and cmdline (not (regexp-match? #rx"fastcgi" cmdline)))
+    (raise-user-error 'raco-fastcgi "ctl: process ~a (from ~a) is not a raco fastcgi manager (it runs ~a): a pid file written in another PID namespace (a container) holds a pid of that namespace; run ctl inside it"
+                      pid file (car (regexp-split #rx" " cmdline)))))
+
+;; process-command-line : natural -> (or/c string #f) ; its arguments joined by spaces
+(define (process-command-line pid)
+  (with-handlers ([exn:fail? (λ (e) #f)])
+    (define bs (file->bytes (format "/proc/~a/cmdline" pid)))
+    (string-trim (bytes->string/utf-8 (regexp-replace* #rx#"\0" bs #" ") #\?))))
 
 ;; wait-until : real (-> any) -> any ; polls every 50 ms; #f at the deadline
 (define (wait-until timeout probe)

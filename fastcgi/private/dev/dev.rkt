@@ -24,7 +24,9 @@
          "dev-reload.rkt"
          "dev-static.rkt"
          "../util/log.rkt"
-         "../os/logging.rkt")
+         "../os/inherit.rkt"
+         "../os/logging.rkt"
+         (only-in "../os/signals.rkt" SIGHUP SIGINT SIGTERM))
 (provide handle-dev)
 
 ;; Seconds the app may take to answer (fastcgi-request's default).
@@ -53,10 +55,14 @@
         (raise-user-error 'raco-fastcgi "--static: no such directory: ~a" dir))
       (set! statics (append statics (list (normalize-path (simple-form-path dir)))))]
      #:args (app-file) app-file))
+  ;; Ctrl-C, SIGTERM or SIGHUP (its terminal closed) stop it, whatever it inherited: under
+  ;; nohup, or a blocked mask (inherit.rkt); taken before any subprocess starts
+  (define-values (signal-evt inherited) (own-process! (list SIGHUP SIGINT SIGTERM)))
   (define app-path (simple-form-path app))
   (unless (file-exists? app-path)
     (raise-user-error 'raco-fastcgi "application file not found: ~a" app))
   (start-stderr-logging! 'info)
+  (when inherited (log-fastcgi-info "started with ~a: handled all the same" inherited))
   (define dir (make-temporary-file "fastcgi-dev-~a" 'directory))
   (define sup (make-supervisor app app-path dir reload?))
   (define stop-http #f)
@@ -87,8 +93,7 @@
      (printf "Open http://~a:~a/ (Ctrl-C stops~a)\n" host bound
              (if reload? "; the app reloads when one of its source files changes" ""))
      (flush-output)
-     (with-handlers ([exn:break? void])
-       (sync/enable-break never-evt)))
+     (sync signal-evt))
    (λ ()
      (when stop-http (with-handlers ([exn:fail? void]) (stop-http)))
      (supervisor-stop! sup)

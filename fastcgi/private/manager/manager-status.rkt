@@ -91,6 +91,7 @@
           'log_dropped (+ (log-lines-dropped) (total 'log_dropped worker-log-dropped))
           'restarts (total 'restarts)
           'recycled (total 'recycled)
+          'orphans_reaped (total 'orphans_reaped)
           'reloads (total 'reloads)
           'reload_failures (total 'reload_failures)
           'reload_asks (manager-reload-asks m)

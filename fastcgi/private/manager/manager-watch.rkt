@@ -3,7 +3,8 @@
 ;; A draining worker past its deadline and a worker that does not start in time are
 ;; killed; a ready worker that falls silent is late, then killed (the watchdog); resident
 ;; memory past --max-memory recycles a worker, past the hard ceiling stops it at once; and
-;; the pool is maintained and its status published.
+;; the pool is maintained and its status published. And the orphans that come to the
+;; manager as the subreaper of its descendants (or as PID 1) are reaped.
 (require "../os/child-process.rkt"
          "../util/clock.rkt"
          "../worker/config.rkt"
@@ -32,6 +33,19 @@
 (define watchdog-grace 10)
 (define default-watchdog 60)
 
+;; reap-orphans-of! : manager -> void
+;; A program a handler starts that daemonizes (a report job, a tool that forks) leaves a
+;; process whose parent exits: it becomes the manager's child, and a zombie once it ends
+;; unless the manager reaps it. Its own workers and loaders it leaves to their owners.
+(define (reap-orphans-of! m)
+  (define loader-pids (map loader-pid (running-loaders m)))
+  (define n (reap-orphans! (λ (pid) (or (hash-has-key? (manager-workers m) pid)
+                                         (memv pid loader-pids)))))
+  (when (positive? n)
+    (total-add! m 'orphans_reaped n)
+    (log-fastcgi-debug "reaped ~a exited process~a left behind by a handler's program"
+                       n (if (= n 1) "" "es"))))
+
 ;; tick! : manager -> void
 (define (tick! m)
   (define now (now-ms))
@@ -56,6 +70,7 @@
                     (> (- now (worker-started-ms w)) crash-window-ms))))
     (start-failures-over! m))
   (watch-memory! m now)
+  (reap-orphans-of! m)
   (define active-now (for/sum ([w (in-list (live-workers m))]) (if (positive? (worker-active w)) 1 0)))
   (set-manager-max-active! m (max (manager-max-active m) active-now))
   (maintain! m)

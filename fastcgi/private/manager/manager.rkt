@@ -42,6 +42,7 @@
          "manager-workers.rkt"
          "pm.rkt"
          "../worker/preflight.rkt"
+         "../os/inherit.rkt"
          "../os/signals.rkt"
          "../transport/transport.rkt")
 (provide run-manager)
@@ -51,10 +52,11 @@
 ;; run-manager : serve-config -> none
 (define (run-manager cfg)
   (break-enabled #f)
-  ;; before any subprocess: see signals.rkt
-  (define usr1-evt (block-signals! (list SIGUSR1)))
+  ;; before any subprocess: see signals.rkt; whatever it inherited (inherit.rkt)
+  (define-values (signal-evt inherited) (own-process! (list SIGHUP SIGINT SIGTERM SIGUSR1)))
   (manager-memory-setup!)
   (define m (start! cfg))
+  (when inherited (log-fastcgi-info "started with ~a: the manager handles them all the same" inherited))
   (when (manager-preload? m)
     (log-fastcgi-debug "preloading: each generation's app is loaded once, its workers forked"))
   ;; before the first worker: they must not inherit NOTIFY_SOCKET
@@ -66,7 +68,7 @@
   (for ([_ (in-range (pm-initial-count plan))]) (spawn! m (manager-gen m)))
   (define gc (make-manager-gc))
   (let loop ([next-tick (+ (now-ms) (* 1000 tick-seconds))])
-    (define ev (next-event m usr1-evt next-tick))
+    (define ev (next-event m signal-evt next-tick))
     (handle-event! m ev)
     (manager-gc! gc (first-generation-serves? m))
     ;; a changed pool is published at once (the status shows a replaced worker at once)
@@ -122,10 +124,10 @@
 
 ;; next-event : manager evt flonum -> list
 ;; What comes first: (message ...) from a control connection, (exit worker),
-;; (loader-exit loader), (usr1),
-;; (reload) for SIGHUP, (stop fast?) for SIGTERM or SIGINT, (pending) when the process
-;; manager watches the listening socket and a connection waits, (tick) at next-tick.
-(define (next-event m usr1-evt next-tick)
+;; (loader-exit loader), (usr1) for SIGUSR1,
+;; (reload) for SIGHUP, (stop fast?) for SIGTERM (#f) or SIGINT (#t), (pending) when the
+;; process manager watches the listening socket and a connection waits, (tick) at next-tick.
+(define (next-event m signal-evt next-tick)
   (define plan (manager-plan m))
   (define pending-evt
     (if (and (pm-wants-pending? plan) (not (manager-stopping? m)) (not (manager-reload-gen m))
@@ -136,18 +138,22 @@
              (< (length (serving m (manager-gen m))) (pm-plan-max-workers plan)))
         (wrap-evt (unsafe-fd->evt (listener-fd (manager-listener m)) 'read) (λ (_) '(pending)))
         never-evt))
-  (with-handlers ([exn:break:hang-up? (λ (e) '(reload))]
-                  [exn:break:terminate? (λ (e) '(stop #f))]
-                  [exn:break? (λ (e) '(stop #t))])
-    (sync/enable-break
-     (wrap-evt (manager-messages m) (λ (msg) (cons 'message msg)))
-     (wrap-evt usr1-evt (λ (_) '(usr1)))
-     pending-evt
-     (apply choice-evt (for/list ([w (in-list (live-workers m))])
-                         (wrap-evt (worker-sp w) (λ (_) (list 'exit w)))))
-     (apply choice-evt (for/list ([ld (in-list (running-loaders m))])
-                         (wrap-evt (loader-sp ld) (λ (_) (list 'loader-exit ld)))))
-     (wrap-evt (alarm-at-evt next-tick) (λ (_) '(tick))))))
+  (sync
+   (wrap-evt (manager-messages m) (λ (msg) (cons 'message msg)))
+   (wrap-evt signal-evt signal-event)
+   pending-evt
+   (apply choice-evt (for/list ([w (in-list (live-workers m))])
+                       (wrap-evt (worker-sp w) (λ (_) (list 'exit w)))))
+   (apply choice-evt (for/list ([ld (in-list (running-loaders m))])
+                       (wrap-evt (loader-sp ld) (λ (_) (list 'loader-exit ld)))))
+   (wrap-evt (alarm-at-evt next-tick) (λ (_) '(tick)))))
+
+;; signal-event : natural -> list ; a signal the manager took (own-process!) as an event
+(define (signal-event sig)
+  (cond [(= sig SIGHUP) '(reload)]
+        [(= sig SIGTERM) '(stop #f)]
+        [(= sig SIGINT) '(stop #t)]
+        [else '(usr1)]))
 
 ;; handle-event! : manager list -> void
 (define (handle-event! m ev)

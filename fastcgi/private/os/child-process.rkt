@@ -11,6 +11,7 @@
          (only-in "ffi.rkt" c-close define-libc)
          (only-in "signals.rkt" signal-name))
 (provide become-subreaper!
+         reap-orphans!
          adopt-child
          child-pid
          child-status
@@ -21,17 +22,41 @@
 (define-libc c-prctl "prctl" _int _ulong _ulong _ulong _ulong -> _int)
 (define-libc c-syscall-pidfd-open "syscall" _long _int _uint -> _int)
 (define-libc c-waitpid "waitpid" _int _bytes _int -> _int)
+(define-libc c-waitid "waitid" _int _int _bytes _int -> _int)
 
 (define PR_SET_CHILD_SUBREAPER 36)
 (define SYS_pidfd_open 434)
 (define WNOHANG 1)
 (define ECHILD 10)
+(define P_ALL 0)
+(define WEXITED 4)
+(define WNOWAIT #x01000000)
+(define siginfo-size 128)
+(define si-pid-offset 16)         ; siginfo_t's si_pid (x86_64: after signo, errno, code, pad)
 
 ;; become-subreaper! : -> boolean
 ;; Orphaned descendants (forked workers whose intermediate exited) become this process's
 ;; children. #f when the kernel refused.
 (define (become-subreaper!)
   (zero? (c-prctl PR_SET_CHILD_SUBREAPER 1 0 0 0)))
+
+;; reap-orphans! : (natural -> boolean) -> natural
+;; Reaps the children that have exited and that ours? does not claim: processes that a
+;; handler's program left behind when it daemonized, re-parented to this process as the
+;; subreaper of its descendants, or as PID 1 of a PID namespace. Returns how many. A child
+;; is looked at first without being reaped (WNOWAIT): one that ours? claims is left for
+;; its owner (Racket's subprocess, adopt-child's child-status) to reap with its status,
+;; and the rest wait for the next call, since waitid shows one child at a time.
+(define (reap-orphans! ours?)
+  (define info (make-bytes siginfo-size 0))
+  (let loop ([n 0])
+    (bytes-fill! info 0)
+    (define r (c-waitid P_ALL 0 info (bitwise-ior WEXITED WNOHANG WNOWAIT)))
+    (define pid (integer-bytes->integer info #t #f si-pid-offset (+ si-pid-offset 4)))
+    (cond
+      [(or (negative? r) (zero? pid) (ours? pid)) n]
+      [(= pid (c-waitpid pid (make-bytes 4 0) WNOHANG)) (loop (add1 n))]
+      [else n])))
 
 ;; An adopted (forked) child: its pid, its pidfd (or #f when it could not be opened: the
 ;; process had already gone), its exit status once collected (#f before), and the event

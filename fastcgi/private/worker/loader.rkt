@@ -30,6 +30,7 @@
          "config.rkt"
          "control.rkt"
          "../os/fork.rkt"
+         "../os/inherit.rkt"
          "../util/log.rkt"
          "../os/logging.rkt"
          "../os/signals.rkt"
@@ -51,6 +52,8 @@
 ;; A generation's loader; with base, the pool's base instead (run-base).
 (define (run-loader cfg #:base [base #f])
   (break-enabled #f)
+  ;; a program the app starts while it loads gets 0-2 and nothing else (inherit.rkt)
+  (keep-no-descriptors!)
   (set-process-name! (if base "fastcgi-base" "fastcgi-loader"))
   (die-with-parent! (serve-config-master-pid cfg) SIGTERM)
   (start-stderr-logging! (serve-config-log-level cfg) #:tag (format "[~a]" (getpid)))

@@ -37,6 +37,7 @@
          "request-watch.rkt"
          "../os/sd-notify.rkt"
          "../engine/server.rkt"
+         "../os/inherit.rkt"
          "../os/signals.rkt"
          "status-paths.rkt"
          "../util/table.rkt"
@@ -57,6 +58,8 @@
   (define control (control-name (serve-config-pool-prefix cfg)))
   (break-enabled #f)
   (unblock-signals! (list SIGUSR1))
+  ;; a handler's program gets 0-2 and nothing else, on every Racket (inherit.rkt)
+  (keep-no-descriptors!)
   (die-with-parent! master-pid SIGTERM)
   (start-stderr-logging! (serve-config-log-level cfg) #:tag (format "[~a]" (getpid)))
   ;; the control connection, and the keys that the manager hands each worker on it
@@ -128,7 +131,10 @@
 ;; `serve --single-process`: the same server with no manager, on the listener it opens.
 (define (run-single cfg)
   (break-enabled #f)
+  ;; before any subprocess or OS thread: whatever it inherited (inherit.rkt)
+  (define-values (signal-evt inherited) (own-process! (list SIGHUP SIGINT SIGTERM)))
   (start-stderr-logging! (serve-config-log-level cfg))
+  (when inherited (log-fastcgi-info "started with ~a: handled all the same" inherited))
   ;; systemd's notify protocol, as the manager speaks it (manager-notify.rkt), when
   ;; NOTIFY_SOCKET is set: opened first, so that no program a handler runs inherits it
   (define sd (open-notifier))
@@ -148,6 +154,7 @@
                     (running-server-address (app-running a)) (getpid))
   (when sd (notify-serving! sd (format "serving ~a, single process" (running-server-address (app-running a)))))
   (serve-until-stopped a (serve-config-graceful-timeout cfg) never-evt
+                       #:signals signal-evt
                        #:on-stop (λ () (notify! sd "STOPPING=1" "STATUS=stopping"))))
 
 ;; notify-serving! : notifier string -> void
@@ -242,18 +249,22 @@
 (define session-sweep-seconds 2)
 
 ;; serve-until-stopped : app real evt #:retire evt #:session-drain real #:hand-to box
-;;                       #:on-stop (-> any) -> none
+;;                       #:signals (or/c evt #f) #:on-stop (-> any) -> none
 ;; SIGHUP reopens the log files; SIGTERM, SIGINT or the stop event stop gracefully (on-stop
-;; first), exit 0.
+;; first), exit 0. The signals come as breaks, or from signals (own-process!'s event) when
+;; the process took them.
 ;; retire (the manager replaces this worker): the same, but a worker with live servlet
 ;; sessions first stops taking new connections and serves its sessions on its private
 ;; socket until none is left or session-drain seconds have passed.
 (define (serve-until-stopped a graceful stop-evt #:retire [retire never-evt] #:session-drain [drain 0]
-                             #:hand-to [hand-to (box '())] #:on-stop [on-stop void])
+                             #:hand-to [hand-to (box '())] #:signals [signals #f]
+                             #:on-stop [on-stop void])
+  (define signal-evt
+    (if signals (wrap-evt signals (λ (sig) (if (= sig SIGHUP) 'reopen 'stop))) never-evt))
   (define (next-event evts)
     (with-handlers ([exn:break:hang-up? (λ (e) 'reopen)]
                     [exn:break? (λ (e) 'stop)])
-      (apply sync/enable-break (wrap-evt stop-evt (λ (_) 'orphaned)) evts)))
+      (apply sync/enable-break (wrap-evt stop-evt (λ (_) 'orphaned)) signal-evt evts)))
   (define (reopen!)
     (log-fastcgi-info "SIGHUP: reopening log files")
     (when (app-access a) (log-file-reopen! (app-access a)))
