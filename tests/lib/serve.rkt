@@ -3,8 +3,10 @@
 ;; status its manager writes next to its pid file (the status page's source: reading it
 ;; sends no request, which would wake or count on a worker), and a pool of an app's own
 ;; on a unix socket in a fresh folder (call-with-served-app).
-(require json
+(require compiler/find-exe
+         json
          racket/file
+         racket/runtime-path
          "../integration/lib.rkt")
 (provide raco
          (struct-out served)
@@ -12,10 +14,13 @@
          pid-file->status-file
          read-status-file
          board-pids
-         run-program*)
+         run-program*
+         exec-with-module)
 
 ;; raco : string ; the raco on PATH
 (define raco (path->string (find-executable-path "raco")))
+(define racket-exe (path->string (find-exe)))
+(define-runtime-path exec-with-module "exec-with.rkt")
 
 ;; pid-file->status-file : path-string -> string ; PID-FILE.status.json
 (define (pid-file->status-file pid-file)
@@ -45,13 +50,16 @@
 (struct served (dir address pid-file status-file proc))
 
 ;; call-with-served-app : string (or/c (listof string) (path -> (listof string)))
-;;                        (served -> any) #:name string #:ready natural -> any
+;;                        (served -> any) #:name string #:ready natural
+;;                        #:exec-with (listof string) -> any
 ;; `raco fastcgi serve DIR/app.rkt --listen unix:DIR/app.sock --pid-file DIR/manager.pid`
 ;; with the options (or those for the folder), source written to app.rkt in a fresh
 ;; temporary folder; body runs once the socket is there and ready workers (idle or busy on
 ;; the status) are at least ready; the pool is stopped after it. A failure while waiting
-;; says what serve wrote on stderr.
-(define (call-with-served-app source opts body #:name [name "fcgi-serve"] #:ready [ready 1])
+;; says what serve wrote on stderr. exec-with: options of lib/exec-with.rkt, which starts
+;; serve with what it names inherited (signals ignored or blocked, a descriptor open).
+(define (call-with-served-app source opts body #:name [name "fcgi-serve"] #:ready [ready 1]
+                              #:exec-with [exec-with '()])
   (call-with-temp-dir
    name
    (λ (dir)
@@ -59,11 +67,15 @@
      (define sock (path->string (build-path dir "app.sock")))
      (define pid-file (path->string (build-path dir "manager.pid")))
      (display-to-file source app)
-     (define p (start-process "serve" raco
-                              (append (list "fastcgi" "serve" app "--listen" (string-append "unix:" sock)
-                                            "--pid-file" pid-file)
-                                      (if (procedure? opts) (opts dir) opts))
-                              #:dir dir))
+     (define serve-args (append (list "fastcgi" "serve" app "--listen" (string-append "unix:" sock)
+                                      "--pid-file" pid-file)
+                                (if (procedure? opts) (opts dir) opts)))
+     (define p (if (null? exec-with)
+                   (start-process "serve" raco serve-args #:dir dir)
+                   (start-process "serve" racket-exe
+                                  (append (list (path->string exec-with-module)) exec-with
+                                          (list "--" raco) serve-args)
+                                  #:dir dir)))
      (define status-file (pid-file->status-file pid-file))
      (dynamic-wind
       void
