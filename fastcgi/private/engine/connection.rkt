@@ -66,19 +66,22 @@
 ;; Without a poller: reads the connection in the calling thread until it ends or an
 ;; inline handler's reading is taken over by a new thread. With one: registers the
 ;; connection with it and returns at once. Whichever thread sees the end calls done.
-;; handed-over: #f, or the bytes a retiring sibling had read of the connection (it is
-;; between requests: handover.rkt).
-(define (serve-connection c [done void] #:poller [p #f] #:handed-over [pending #f])
+;; handed-over: #f, or what a retiring sibling handed over with the connection (handover.rkt).
+(define (serve-connection c [done void] #:poller [p #f] #:handed-over [h #f])
   (define lim (server-limits (conn-server c)))
-  ;; a connection handed over by a retiring sibling is a kept one, between requests
-  (conn-await! c (if pending 'idle 'first-byte))
-  (define st (rd (make-decoder) #f #f 0 done (current-parameterization) 0))
-  ;; it has had requests: a late record of one its sibling ended (a STDIN, an
-  ;; ABORT_REQUEST) is skipped as here, not taken for one before any BEGIN_REQUEST
-  (when pending
-    (decoder-feed! (rd-decoder st) pending)
-    (set-rd-begun?! st #t)
-    (set-rd-served! st 1))
+  (define st (rd (make-decoder) #f #f 0 done (current-parameterization) 0 #f))
+  (cond
+    [h
+     ;; served from where the sibling stopped: the bytes it read, the deadline with what
+     ;; it had left (a handover renews none: a peer that never sends a byte is closed at
+     ;; its first-byte deadline however often workers recycle), and whether it had records
+     ;; and requests (a late record of one its sibling ended, a STDIN, an ABORT_REQUEST, is
+     ;; skipped as here, not taken for one before any BEGIN_REQUEST)
+     (conn-await-left! c (handed-awaiting h) (handed-left-ms h))
+     (decoder-feed! (rd-decoder st) (handed-pending h))
+     (set-rd-begun?! st (handed-begun? h))
+     (set-rd-served! st (if (handed-served? h) 1 0))]
+    [else (conn-await! c 'first-byte)])
   (define loop? (and p (conn-fd c) (not (limits-max-queue-delay lim))))
   (define o (make-owner #:poller (and loop? p) #:fd (conn-fd c) #:entry c
                         #:resume resume-reading! #:lose connection-lost!))
@@ -208,19 +211,25 @@
        (when (zero? (table-count (conn-requests c))) (decoder-shrink! d))
        (define-values (buf start end) (decoder-room! d))
        (define n (read! buf start end))
-       (when (exact-integer? n) (decoder-filled! d n))
+       (when (exact-integer? n)
+         (decoder-filled! d n)
+         (set-rd-fresh?! st #t))
        (cond
          [(eof-object? n) #t]
          [(eq? n 'would-block) (next-deadline! c st) 'parked]
          [else (loop)])])))
 
 ;; next-deadline! : conn rd -> void
-;; The read deadline for what comes next. Before the first whole record the deadline set
-;; at accept stands, so a peer that trickles a header byte by byte cannot hold the
-;; connection past first-byte-timeout.
+;; The read deadline for what comes next, once bytes came since it was last chosen: a
+;; wait that got none (a wake, a new reader thread, a connection just handed over) goes
+;; on with the deadline it had. Before the first whole record the deadline set at accept
+;; stands, so a peer that trickles a header byte by byte cannot hold the connection past
+;; first-byte-timeout.
 (define (next-deadline! c st)
-  (unless (or (conn-closing? c) (zero? (rd-served st)))
-    (set-read-deadline! c (> (decoder-buffered (rd-decoder st)) 0))))
+  (when (rd-fresh? st)
+    (set-rd-fresh?! st #f)
+    (unless (or (conn-closing? c) (zero? (rd-served st)))
+      (set-read-deadline! c (> (decoder-buffered (rd-decoder st)) 0)))))
 
 ;; run-inline! : conn rd request -> boolean
 ;; Runs r's handler in this, the reader's, thread. #t: this thread is still the reader;
@@ -274,10 +283,20 @@
 ;; Called by the connection's reader (or whoever holds its parked loop state): #t when a
 ;; sibling took the socket (the caller ends the connection here, which closes only this
 ;; process's copy); #f when none did, and then it closes gracefully (conn-close!).
+;; Nothing else that bounds the connection needs to go with it: it has no live request
+;; (handover-ready?), the sibling counts it against its own max-connections (adopt! in
+;; server.rkt takes a slot, and this one's slot frees as it ends here), and a closing
+;; one, whose deadline is the drain's, is never handed over.
 (define (hand-over-or-close! c st)
   (define to (server-handover (conn-server c)))
+  ;; the deadline as this reader would wait with it now (bytes just read count)
+  (next-deadline! c st)
+  (define-values (awaiting left) (conn-deadline-left c))
   (cond
-    [(and to (hand-over! (conn-fd c) (conn-peer c) (decoder-pending (rd-decoder st)) to))
+    [(and to (hand-over! (conn-fd c) (conn-peer c)
+                         (handed (decoder-pending (rd-decoder st)) awaiting left
+                                 (positive? (rd-served st)) (rd-begun? st))
+                         to))
      (stat-add! (conn-server c) 'handed-over)
      #t]
     [else

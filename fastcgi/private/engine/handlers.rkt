@@ -22,9 +22,11 @@
 ;; The reader's state, shared by the threads that read one connection in turn (which of
 ;; them reads it now is its owner's state: owner.rkt). reads: read() calls in this turn of
 ;; the loop; done: what the thread that sees the end does; paramz: the parameterization
-;; (custodian included) the connection was served with, for every reader thread of it.
+;; (custodian included) the connection was served with, for every reader thread of it;
+;; fresh?: bytes came since the read deadline was last chosen (connection.rkt's
+;; next-deadline!).
 (struct rd (decoder [short? #:mutable] [begun? #:mutable] [served #:mutable] done paramz
-                    [reads #:mutable]))
+                    [reads #:mutable] [fresh? #:mutable]))
 
 ;; abort-all! : conn -> void ; the connection is gone: every live request learns it
 (define (abort-all! c)

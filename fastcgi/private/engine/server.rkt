@@ -23,7 +23,7 @@
          (struct-out running-server))
 
 ;; The handle on a running server: stop ends it gracefully; server is the shared state;
-;; adopt takes a connection a retiring sibling hands over (fd string bytes -> void).
+;; adopt takes a connection a retiring sibling hands over (fd string handed -> void).
 (struct running-server (address stop server adopt))
 
 ;; start-server : (fastcgi-request -> any) listener #:roles #:limits #:allowed-clients
@@ -58,7 +58,7 @@
   (running-server (listener-address listener)
                   (λ (#:timeout [timeout 30] #:hand-to [hand-to '()]) (stop! d timeout hand-to))
                   srv
-                  (λ (fd peer pending) (adopt! d fd peer pending))))
+                  (λ (fd peer h) (adopt! d fd peer h))))
 
 ;; make-server : (fastcgi-request -> any) #:roles #:limits #:observer -> server
 ;; A server's shared state (wire.rkt), new: no connection, nothing counted yet.
@@ -82,21 +82,21 @@
   (table-remove! (server-connections (door-srv d)) (conn-key c))
   (semaphore-post (door-slots d)))
 
-;; serve! : door fd string [bytes] -> void
+;; serve! : door fd string [(or/c handed #f)] -> void
 ;; A connection now owned here: in the event loop (registered, atomically with stop's
 ;; closing? flag, so that stop sees every connection admitted before it), or read by a
-;; thread of its own. pending: the bytes a retiring sibling read of a handed-over one.
-(define (serve! d fd peer [pending #f])
+;; thread of its own. h: what a retiring sibling handed over with it (handover.rkt).
+(define (serve! d fd peer [h #f])
   (define srv (door-srv d))
   (define conns (server-connections srv))
   (define p (door-poller d))
   (define c (make-fd-conn fd peer srv))
   (cond
-    [pending                            ; adopted even while stopping
+    [h                                  ; adopted even while stopping
      (table-set! conns (conn-key c) c)
      (if p
-         (serve-connection c (ended d c) #:poller p #:handed-over pending)
-         (thread (λ () (serve-connection c (ended d c) #:handed-over pending))))]
+         (serve-connection c (ended d c) #:poller p #:handed-over h)
+         (thread (λ () (serve-connection c (ended d c) #:handed-over h))))]
     [p
      (serve-connection c (ended d c) #:poller p)
      (start-atomic)
@@ -138,19 +138,22 @@
      (stat-add! srv 'connections)
      (serve! d fd peer)]))
 
-;; adopt! : door fd string bytes -> void
+;; adopt! : door fd string handed -> void
 ;; A kept connection a retiring sibling hands over (handover.rkt): served as if accepted
-;; here, from where the sibling stopped, even while this server stops (its stop then
-;; treats it as any kept connection); one that comes while this server hands its own
-;; over goes on to a sibling of its. Without a free slot it is closed.
-(define (adopt! d fd peer pending)
+;; here, from where the sibling stopped (its deadline too), even while this server stops
+;; (its stop then treats it as any kept connection); one that comes while this server
+;; hands its own over goes on to a sibling of its, as it came (at once: its deadline has
+;; had no time to run). It takes a slot of max-connections here (without a free one it
+;; is closed), and counts as adopted, not accepted: the pool's accepted connections count
+;; it once.
+(define (adopt! d fd peer h)
   (define srv (door-srv d))
   (define to (server-handover srv))
   (cond
-    [(and to (hand-over! fd peer pending to)) (socket-close! fd)]
+    [(and to (hand-over! fd peer h to)) (socket-close! fd)]
     [(semaphore-try-wait? (door-slots d))
      (stat-add! srv 'adopted)
-     (serve! d fd peer pending)]
+     (serve! d fd peer h)]
     [else
      (log-fastcgi-warning "no connection slot for one handed over by a retiring worker: closing it")
      (socket-close! fd)]))

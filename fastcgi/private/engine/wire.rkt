@@ -10,9 +10,11 @@
          "owner.rkt"
          "../util/table.rkt")
 (provide (struct-out server)
-         (except-out (struct-out conn) set-conn-deadline!)
+         (except-out (struct-out conn) set-conn-deadline! set-conn-awaiting!)
          conn-await!
          conn-await-idle-unless-sooner!
+         conn-deadline-left
+         conn-await-left!
          conn-fd
          make-conn
          make-fd-conn
@@ -94,6 +96,7 @@
 ;; its custodian.
 (struct conn (io peer server lock requests broken-sema broken-evt [cref #:mutable]
               [deadline #:mutable]        ; ms after which the reader is cut off, or #f
+              [awaiting #:mutable]        ; what deadline is for (conn-await!'s what)
               [write-deadline #:mutable]  ; ms after which the blocked write is cut off, or #f
               [broken? #:mutable]         ; the socket failed or was cut: nothing more is sent
               [closing? #:mutable]        ; draining before close: no new requests
@@ -130,15 +133,33 @@
 ;; From now, the connection waits for what; #f: for nothing from the peer (a handler runs,
 ;; or the reader waits for one), so no deadline.
 (define (conn-await! c what)
+  (set-conn-awaiting! c what)
   (set-conn-deadline! c (and what (deadline-after c what))))
 
 ;; conn-await-idle-unless-sooner! : conn -> void
 ;; Its last request has ended: the idle deadline, unless an earlier one is set (the read
-;; timeout of a partial record).
+;; timeout of a partial record, which it then still awaits).
 (define (conn-await-idle-unless-sooner! c)
   (define idle (deadline-after c 'idle))
   (define old (conn-deadline c))
+  (unless (and old idle (< old idle)) (set-conn-awaiting! c 'idle))
   (set-conn-deadline! c (if old (min old idle) idle)))
+
+;; conn-deadline-left : conn -> (values (or/c symbol #f) (or/c natural #f))
+;; What the connection awaits and the ms its deadline has left (0 once passed; #f when
+;; that timeout is off): what a connection handed over to a sibling takes with it.
+(define (conn-deadline-left c)
+  (define d (conn-deadline c))
+  (values (conn-awaiting c) (and d (max 0 (inexact->exact (ceiling (- d (now-ms))))))))
+
+;; conn-await-left! : conn (or/c 'first-byte 'read 'idle #f) (or/c real #f) -> void
+;; As conn-await!, with the ms left that another process's deadline had (a connection
+;; handed over), so that a handover neither renews nor shortens it. left #f: that process
+;; had the timeout off; this one's own then starts now (a reload may have set one).
+(define (conn-await-left! c what left)
+  (cond [(and what left) (set-conn-awaiting! c what)
+                         (set-conn-deadline! c (+ (now-ms) left))]
+        [else (conn-await! c what)]))
 
 ;; deadline-after : conn symbol -> (or/c flonum #f) ; #f when that timeout is off
 (define (deadline-after c what)
@@ -168,7 +189,7 @@
 (define (new-conn x peer srv)
   (define sema (make-semaphore 0))
   (conn x peer srv (make-semaphore 1) (make-table) sema (semaphore-peek-evt sema) #f
-        #f #f #f #f #f #f #f #f #f (server-last-params srv)
+        #f #f #f #f #f #f #f #f #f #f (server-last-params srv)
         (counter-add! conn-keys 1) (make-semaphore 0)))
 
 (define conn-keys (box 0))

@@ -17,14 +17,35 @@
 ;; (SO_PEERCRED): a sender whose uid is not ours is refused, and a connection is never
 ;; sent to a name that another user's process holds.
 ;; One SOCK_SEQPACKET connection per connection handed over, carrying one message:
-;; the descriptor, and as data the peer's length (2 bytes), the peer, the pending bytes.
+;; the descriptor, and as data what the connection awaits (1 byte), whether a record and a
+;; BEGIN_REQUEST were read on it (1 byte), the ms its deadline has left (4 bytes), the
+;; peer's length (2 bytes), the peer, the pending bytes.
+;;
+;; The deadline goes as the ms it has left, not as the moment it falls: now-ms's origin
+;; is each process's start (clock.rkt), and the kernel's CLOCK_MONOTONIC, the one clock
+;; both processes share, would be read on both sides only to count the message's way from
+;; sendmsg to the receiving thread, which is short next to any timeout (whole seconds).
+;; A handover must neither renew a deadline (a peer that never sends a byte would keep
+;; its connection for as long as workers recycle) nor shorten one.
 (require ffi/unsafe
          ffi/unsafe/port
          "ffi.rkt"
          "../util/log.rkt")
 (provide handover-address
+         (struct-out handed)
          start-handover-receiver!
          hand-over!)
+
+;; What a connection takes to its new owner besides its socket and peer: the bytes read
+;; of a record begun (pending), what it awaits ('first-byte, 'read, 'idle; #f: nothing)
+;; and the ms its deadline has left (#f: none), whether a whole record (served?) and a
+;; BEGIN_REQUEST (begun?) were read on it. It has no live request (the sender's rule), so
+;; nothing more of it bounds it.
+(struct handed (pending awaiting left-ms served? begun?) #:transparent)
+
+;; what a connection awaits, by its number in the message
+(define awaited '#(#f first-byte read idle drain))
+(define no-deadline #xFFFFFFFF)
 
 (define SOCK_SEQPACKET 5)
 (define SCM_RIGHTS 1)
@@ -34,24 +55,52 @@
 (define-libc c-sendmsg "sendmsg" _int _pointer _int -> _ssize)
 (define-libc c-recvmsg "recvmsg" _int _pointer _int -> _ssize)
 
-;; The largest message: a peer's text and a partly read record (header, content, padding).
-(define max-message (+ 2 1024 8 65535 255))
+;; The largest message: the state, a peer's text and a partly read record (header,
+;; content, padding).
+(define max-message (+ 6 2 1024 8 65535 255))
 
 ;; handover-address : natural natural -> bytes ; the abstract name of a worker's receiver
 (define (handover-address manager-pid worker-id)
   (bytes-append #"\0" (string->bytes/utf-8 (format "fastcgi-handover-~a-~a" manager-pid worker-id))))
 
-;; hand-over! : fd string bytes (listof bytes) -> boolean
-;; Sends fd (with peer and pending) to the first of addresses that takes it. #t: a sibling
-;; has it (the caller closes its own copy and forgets the connection); #f: none did.
+;; hand-over! : fd string handed (listof bytes) -> boolean
+;; Sends fd (with peer and h) to the first of addresses that takes it. #t: a sibling has it
+;; (the caller closes its own copy and forgets the connection); #f: none did.
 ;; Never waits: a sibling whose queue is full counts as one that is not there.
-(define (hand-over! fd peer pending addresses)
-  (define peer-bytes (let ([b (string->bytes/utf-8 peer)])
-                       (if (> (bytes-length b) 1024) (subbytes b 0 1024) b)))
-  (define data (bytes-append (integer->integer-bytes (bytes-length peer-bytes) 2 #f #t)
-                             peer-bytes pending))
+(define (hand-over! fd peer h addresses)
+  (define data (encode-handed peer h))
   (for/or ([a (in-list addresses)])
     (send-one a fd data)))
+
+;; encode-handed : string handed -> bytes ; the message's data
+(define (encode-handed peer h)
+  (define peer-bytes (let ([b (string->bytes/utf-8 peer)])
+                       (if (> (bytes-length b) 1024) (subbytes b 0 1024) b)))
+  (define left (handed-left-ms h))
+  (bytes-append (bytes (for/first ([a (in-vector awaited)] [i (in-naturals)]
+                                   #:when (eq? a (handed-awaiting h)))
+                         i)
+                       (+ (if (handed-served? h) 1 0) (if (handed-begun? h) 2 0)))
+                (integer->integer-bytes (if left (min left (sub1 no-deadline)) no-deadline) 4 #f #t)
+                (integer->integer-bytes (bytes-length peer-bytes) 2 #f #t)
+                peer-bytes
+                (handed-pending h)))
+
+;; decode-handed : bytes -> (or/c (cons string handed) #f) ; #f: not a message of ours
+(define (decode-handed data)
+  (define n (bytes-length data))
+  (define len (and (>= n 8) (integer-bytes->integer data #f #t 6 8)))
+  (and len
+       (<= (+ 8 len) n)
+       (< (bytes-ref data 0) (vector-length awaited))
+       (let ([left (integer-bytes->integer data #f #t 2 6)]
+             [flags (bytes-ref data 1)])
+         (cons (bytes->string/utf-8 (subbytes data 8 (+ 8 len)) #\?)
+               (handed (subbytes data (+ 8 len))
+                       (vector-ref awaited (bytes-ref data 0))
+                       (and (not (= left no-deadline)) left)
+                       (bitwise-bit-set? flags 0)
+                       (bitwise-bit-set? flags 1))))))
 
 ;; send-one : bytes fd bytes -> boolean
 (define (send-one address fd data)
@@ -97,7 +146,7 @@
      (proc msg control))
    (λ () (free buf) (free iov) (free control) (free msg))))
 
-;; start-handover-receiver! : bytes (fd string bytes -> any) -> (or/c thread #f)
+;; start-handover-receiver! : bytes (fd string handed -> any) -> (or/c thread #f)
 ;; Listens on address; each connection handed over goes to adopt! (which owns the fd from
 ;; then on). #f (and a warning) when the address cannot be bound: a retiring sibling then
 ;; hands its connections to another worker, or closes those that none takes.
@@ -113,7 +162,7 @@
      #f]
     [else (thread (λ () (receive-loop s adopt!)))]))
 
-;; receive-loop : fd (fd string bytes -> any) -> none
+;; receive-loop : fd (fd string handed -> any) -> none
 ;; Waits on a socket semaphore (rktio's epoll set, as poller.rkt does), not on
 ;; unsafe-fd->evt: Racket polls an fd event on every pass of its scheduler, and this thread
 ;; waits in every pool worker for the whole of its life (the cost is measured in
@@ -139,7 +188,7 @@
   (define cred (peer-credentials fd))
   (and cred (= (cadr cred) (c-geteuid))))
 
-;; receive-one : fd (fd string bytes -> any) -> void
+;; receive-one : fd (fd string handed -> any) -> void
 ;; The one message of a sender (waiting a little for it: it is sent right after connect).
 (define (receive-one c adopt!)
   (define ready (unsafe-fd->evt c 'read))
@@ -158,19 +207,15 @@
              (define buf (ptr-ref (ptr-ref msg _pointer 2) _pointer 0))
              (define data (make-bytes n))
              (memcpy data buf n)
+             (define peer+h (decode-handed data))
              (cond
                [(not fd) 'nothing]
-               [(or (< n 2) (not (zero? (bitwise-and (ptr-ref msg _int 12) MSG_CTRUNC))))
+               [(or (not peer+h) (not (zero? (bitwise-and (ptr-ref msg _int 12) MSG_CTRUNC))))
                 (c-close fd)
                 'nothing]
-               [else (list fd data)])]))))
+               [else (list fd peer+h)])]))))
     (cond
-      [(pair? got)
-       (define data (cadr got))
-       (define len (integer-bytes->integer data #f #t 0 2))
-       (adopt! (car got)
-               (bytes->string/utf-8 (subbytes data 2 (+ 2 len)) #\?)
-               (subbytes data (+ 2 len)))]
+      [(pair? got) (adopt! (car got) (car (cadr got)) (cdr (cadr got)))]
       [(and (eq? got 'again) (< tries 100))
        (sync/timeout 0.05 ready)
        (loop (add1 tries))]
