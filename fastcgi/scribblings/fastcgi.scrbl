@@ -2087,7 +2087,8 @@ not run.
              @racket[#:max-params-bytes] and @racket[#:stdin-buffer] alone.})
   (row @racket[#:first-byte-timeout] @elem{10 s}
        @elem{The connection is closed when its first whole record has not arrived within
-             this time after it is accepted (bytes trickling in do not extend it).})
+             this time after it is accepted (bytes trickling in do not extend it, nor
+             does a handover: see below the table).})
   (row @racket[#:idle-timeout] @elem{120 s}
        @elem{A connection with no live request is closed after this long without a new
              one.})
@@ -2136,6 +2137,15 @@ Other answers given before a handler runs:
 A connection that is closed because of a timeout is closed at once: its live requests
 are aborted and get no @wire{END_REQUEST}. Answers and closes are logged at level
 @racket['warning] (@secref["logging"]).
+
+A handover keeps deadlines. A kept connection that a retiring worker hands to another
+(a reload, a recycle: @secref["operations"]) takes its deadline with it: the first-byte,
+idle or read deadline it was waiting for, with the time that deadline had left, which the
+worker that adopts it enforces as it stands, even when its own limits differ (after a
+reload that changed them). So a connection that never sends a byte is closed at its
+first-byte deadline, counted from its accept, however often workers recycle. It takes a
+slot of the adopting worker's @racket[#:max-connections] (one that has none free closes
+it); it has no live request, since a connection is handed over only between requests.
 
 @subsection[#:tag "shedding"]{Overload: shedding load}
 
@@ -2340,7 +2350,8 @@ so the server keeps this rule:
        connection. Once a connection has no request live on it, the worker sends the
        socket itself to a worker that goes on serving (the manager names them: the new
        generation's on a reload, the others on a recycle), with the bytes of a record it
-       had begun to read, over a unix socket (@tt{SCM_RIGHTS}); whatever the front sends
+       had begun to read and what its deadline had left (@secref["limits"]: a handover
+       keeps deadlines), over a unix socket (@tt{SCM_RIGHTS}); whatever the front sends
        meanwhile waits in the socket for the new owner, which serves it with the pool's
        current code. The worker stops when it has none left (or at
        @DFlag{graceful-timeout}, when a front never leaves one idle). The log says how
@@ -2483,7 +2494,8 @@ named):
        those transitions by name. What a request sends is @filepath{request-output.rkt}'s
        own record, and a connection's read deadline is set only by @filepath{wire.rkt}, by
        what the connection waits for (a first record, the rest of one, the next request,
-       the peer's end). @wire{PARAMS} are checked
+       the peer's end), or for a connection handed over (@filepath{os/handover.rkt}) by
+       what it waited for with the time that had left. @wire{PARAMS} are checked
        and the request is admitted or refused before any handler runs, @wire{STDIN} and
        @wire{DATA} go to the handler under the body flow rule (@secref["flow"]). The
        connection layer answers in FastCGI terms; a refusal is a reason, and
