@@ -112,10 +112,17 @@
      (refused (list "status" "--pid-file" pid-file) #rx"does not hold a pid: \"twelve\\\\n\"")
      (display-to-file "999999999\n" pid-file #:exists 'truncate)
      (refused (list "stop" "--pid-file" pid-file) #rx"no process 999999999 .*: the manager is not running$")
-     ;; this test's own process runs no fastcgi: a pid from another PID namespace, say
-     (display-to-file (format "~a\n" (getpid)) pid-file #:exists 'truncate)
+     ;; a process that runs no fastcgi: what a pid from another PID namespace names here
+     (define-values (other o i e) (subprocess #f #f #f (find-executable-path "sleep") "60"))
+     (for ([p (list o i e)]) (if (input-port? p) (close-input-port p) (close-output-port p)))
+     (wait-until 5 "the sleep runs"
+                 (λ () (regexp-match? #rx"sleep" (with-handlers ([exn:fail? (λ (x) "")])
+                                                    (file->string (format "/proc/~a/cmdline" (subprocess-pid other)))))))
+     (display-to-file (format "~a\n" (subprocess-pid other)) pid-file #:exists 'truncate)
      (refused (list "stop" "--pid-file" pid-file)
-              #rx"ctl: process [0-9]+ \\(from .*m\\.pid\\) is not a raco fastcgi manager \\(it runs [^ ]*racket[^ ]*\\): a pid file written in another PID namespace \\(a container\\) holds a pid of that namespace; run ctl inside it$")
+              #rx"ctl: process [0-9]+ \\(from .*m\\.pid\\) is not a raco fastcgi manager \\(it runs [^ ]*sleep\\): a pid file written in another PID namespace \\(a container\\) holds a pid of that namespace; run ctl inside it$")
+     (check-equal? (subprocess-status other) 'running "no signal sent")
+     (subprocess-kill other #t)
      (with-named-sleep
       (λ (sp)
         (display-to-file (format "~a\n" (subprocess-pid sp)) pid-file #:exists 'truncate)
