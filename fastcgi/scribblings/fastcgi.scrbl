@@ -1249,12 +1249,14 @@ so during the check too.
        every worker as SIGHUP, which workers take as ``reopen your log files''.}
 ]
 
-Racket 8.7 turns SIGINT, SIGTERM and SIGHUP into breaks of the main thread, but has no
-way to catch SIGUSR1, whose default action ends the process. The manager catches it
-through the FFI: before it starts any other OS thread, it blocks SIGUSR1 in its signal
-mask with @tt{sigprocmask} (threads created later inherit the mask) and reads the signal
-from a @tt{signalfd}, which a green thread waits on like any file descriptor. Workers
-unblock it again, so an app's child processes see the usual signal mask.
+Racket turns SIGINT, SIGTERM and SIGHUP into breaks of the main thread, but not when the
+process was started with them ignored or blocked, and has no way to catch SIGUSR1, whose
+default action ends the process. The manager therefore takes all four itself, through the
+FFI: before it starts any other OS thread, it blocks them in its signal mask with
+@tt{sigprocmask} (threads created later inherit the mask) and reads them from a
+@tt{signalfd}, which a green thread waits on like any file descriptor; what it inherited
+does not matter (@secref["where"]). Its workers start with an empty mask and the default
+dispositions, and take SIGHUP, SIGTERM and SIGINT as Racket does.
 
 For scripts and systemd units, @exec{raco fastcgi ctl} does the same by pid file:
 
@@ -1275,6 +1277,12 @@ For scripts and systemd units, @exec{raco fastcgi ctl} does the same by pid file
        of generation 3 died before it was ready: cannot load /srv/app.rkt: app: broken;
        generation 2 goes on serving} (a worker's, without preloading). Two @exec{ctl reload}
        run at the same moment may both be answered by the same reload.}
+ @item{Before it sends a signal, @exec{reload} and @exec{stop} check that the process
+       runs @tt{fastcgi}: a pid file written inside a container holds the manager's pid in
+       the container's PID namespace (1, say), which outside it names another process
+       (@secref["where"]). They refuse with @tt{raco fastcgi ctl: process 1 (from FILE) is
+       not a raco fastcgi manager (it runs /sbin/init): a pid file written in another PID
+       namespace (a container) holds a pid of that namespace; run ctl inside it}.}
  @item{@exec{stop} sends SIGTERM and waits until the manager has exited (status 0), or
        @DFlag{timeout} seconds (default 60; status 1).}
 ]
@@ -1341,6 +1349,56 @@ same options as anywhere else; the status shows @tt{listen: fd:0}. When the web 
 stops it (SIGTERM), the manager stops its workers and exits. Such a server often runs
 several copies itself (lighttpd's @tt{max-procs}), so @DFlag{workers} @tt{1} (or
 @DFlag{single-process}) may suit it better than the default.
+
+@subsection[#:tag "where"]{Where it runs}
+
+@bold{Racket versions.} @exec{make test} runs the whole suite on Debian 12's Racket 8.7,
+then the unit tests and the nginx integration tests on the newest Racket Debian ships
+(sid's, 8.18), in a chroot that @filepath{tools/racket-chroot.sh} makes with
+@exec{debootstrap} and keeps for the next run; @exec{make test-racket} runs the same on
+bookworm-backports' 8.14 and trixie's 8.16. The web-server modules the server builds on
+are byte-identical from 8.7 to 8.18.
+
+@bold{What it inherits.} A process inherits across @tt{exec} its ignored signals (under
+@exec{nohup}, SIGHUP; a non-interactive shell's background job, SIGINT and SIGQUIT), its
+blocked signal mask (some supervisors hand one down) and every descriptor without
+close-on-exec (whatever the shell held). None of this changes what the server does:
+@itemlist[
+ @item{The manager takes SIGHUP, SIGINT, SIGTERM and SIGUSR1, @DFlag{single-process}
+       SIGHUP, SIGINT and SIGTERM, and @exec{raco fastcgi dev} SIGHUP, SIGINT and SIGTERM
+       (each of which stops it): it blocks them and reads them from a @tt{signalfd}
+       (@secref["signals"]), which works whatever their inherited disposition and mask,
+       sets their dispositions to the default ones (so that no worker inherits an ignored
+       SIGHUP) and unblocks every other signal. It logs what it found, such as
+       @tt{started with SIGHUP ignored: the manager handles them all the same}.}
+ @item{Every program the server starts (workers, loaders, and the programs a handler or
+       an app starts with @racket[subprocess], @racket[system] or @racket[process]) gets
+       descriptors 0, 1 and 2 and nothing else; a worker gets the listening socket as its
+       fd 0. Racket 8.12 and later pass every inherited descriptor that lacks
+       close-on-exec to a subprocess by default, where 8.7 passed none: the server sets
+       @racket[current-subprocess-keep-file-descriptors] to @racket['()] in the manager,
+       the loaders, the workers and the dev front, so both behave as 8.7. A handler that
+       means to pass a descriptor to a program can @racket[parameterize] it.}
+ @item{The manager is the subreaper of its descendants (with preloading, the default), or
+       PID 1 in a container: a program a handler starts that leaves a process behind (a
+       daemonizing tool, @tt{sh -c 'job &'}) makes that process the manager's child when
+       its parent exits. The manager reaps every such process once it exits, at most a
+       quarter of a second later, and counts them: @tt{orphans reaped} in the status
+       (@tt{orphans_reaped}, a counter in the metrics). @DFlag{single-process} reaps
+       nothing of the kind: it cannot tell an orphan from a process its app started and
+       will wait for. As PID 1, run the manager, or give the container an init
+       (@exec{docker run --init}).}
+]
+
+@bold{Containers.} @filepath{deploy/container/Dockerfile} runs @exec{raco fastcgi serve}
+as the container's PID 1 on Debian's @tt{racket} package. As PID 1 the kernel hands it
+only the signals it handles: it handles SIGTERM (@exec{docker stop}: a graceful stop, exit
+status 0), SIGINT (the same), SIGHUP and SIGUSR1, and it reaps every orphan of the
+container, so no @exec{--init} is needed. Run @exec{raco fastcgi ctl} inside the
+container (@exec{docker exec NAME raco fastcgi ctl reload --pid-file /run/fastcgi.pid}):
+the pid file holds the pid the manager has in the container. No container engine runs
+where the tests run: @filepath{tests/container-test.rkt} runs the Dockerfile's command as
+PID 1 of a PID namespace of its own (@exec{unshare --pid --fork --mount-proc}).
 
 @subsection[#:tag "status"]{Status and ping}
 
