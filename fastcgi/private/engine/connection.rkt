@@ -76,8 +76,10 @@
      ;; it had left (a handover renews none: a peer that never sends a byte is closed at
      ;; its first-byte deadline however often workers recycle), and whether it had records
      ;; and requests (a late record of one its sibling ended, a STDIN, an ABORT_REQUEST, is
-     ;; skipped as here, not taken for one before any BEGIN_REQUEST)
-     (conn-await-left! c (handed-awaiting h) (handed-left-ms h))
+     ;; skipped as here, not taken for one before any BEGIN_REQUEST). It has no live
+     ;; request, so it awaits something: one sent awaiting nothing gets its deadline here.
+     (conn-await-left! c (or (handed-awaiting h) (if (handed-served? h) 'idle 'first-byte))
+                       (handed-left-ms h))
      (decoder-feed! (rd-decoder st) (handed-pending h))
      (set-rd-begun?! st (handed-begun? h))
      (set-rd-served! st (if (handed-served? h) 1 0))]
