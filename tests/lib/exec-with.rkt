@@ -7,7 +7,8 @@
 ;; names: HUP INT QUIT TERM USR1. The mask is set to exactly --block's signals.
 (require ffi/unsafe
          racket/cmdline
-         racket/string)
+         racket/string
+         (only-in "../../fastcgi/private/os/exec.rkt" exec-program!))
 
 (define libc (ffi-lib #f))
 (define (c name type) (get-ffi-obj name libc type))
@@ -17,7 +18,6 @@
 (define c-sigprocmask (c "sigprocmask" (_fun _int _bytes _pointer -> _int)))
 (define c-open (c "open" (_fun _path _int -> _int)))
 (define c-dup2 (c "dup2" (_fun _int _int -> _int)))
-(define c-execv (c "execv" (_fun _bytes _pointer -> _int)))
 (define c-close (c "close" (_fun _int -> _int)))
 (define c-fcntl (c "fcntl" (_fun _int _int _int -> _int)))
 
@@ -53,15 +53,5 @@
   (when (negative? fd) (error 'exec-with "cannot open ~a" (cadr spec)))
   (void (c-dup2 fd (string->number (car spec))))
   (unless (= fd (string->number (car spec))) (void (c-close fd))))
-(define strings (map string->bytes/utf-8 argv))
-(define vec (malloc (* (add1 (length strings)) (ctype-sizeof _pointer)) 'raw))
-(for ([s (in-list strings)] [i (in-naturals)])
-  (define p (malloc (add1 (bytes-length s)) 'raw))
-  (memcpy p s (bytes-length s))
-  (ptr-set! p _byte (bytes-length s) 0)
-  (ptr-set! vec _pointer i p))
-(ptr-set! vec _pointer (length strings) #f)
-(flush-output (current-output-port))
-(flush-output (current-error-port))
-(void (c-execv (bytes-append (car strings) #"\0") vec))
+(exec-program! (car argv) (cdr argv))
 (error 'exec-with "cannot run ~a" (car argv))

@@ -7,15 +7,23 @@
 ;; parent's wait see no difference.
 (require ffi/unsafe
          "ffi.rkt")
-(provide exec-racket!)
+(provide exec-racket!
+         exec-program!)
 
 (define-libc c-execv "execv" _bytes _pointer -> _int)
 
-;; exec-racket! : path-string (listof string) -> void
+;; exec-racket! : path-string path-string (listof string) -> void
 ;; Runs `racket MODULE ARG ...` in this process: returns only when that could not be done
 ;; (the caller goes on in this process).
 (define (exec-racket! racket module args)
-  (define strings (append (list (path->bytes racket) (path->bytes module)) (map string->bytes/utf-8 args)))
+  (exec-program! racket (cons (if (path? module) (path->string module) module) args)))
+
+;; exec-program! : path-string (listof string) -> void
+;; Runs the program (a path: no search) with the arguments in this process; returns only
+;; when that could not be done.
+(define (exec-program! program args)
+  (define prog (if (path? program) (path->bytes program) (string->bytes/utf-8 program)))
+  (define strings (cons prog (map string->bytes/utf-8 args)))
   ;; argv in memory that the collector never moves: a NULL-terminated array of C strings
   (define argv (malloc (* (add1 (length strings)) (ctype-sizeof _pointer)) 'raw))
   (for ([s (in-list strings)] [i (in-naturals)])
@@ -26,4 +34,4 @@
   (ptr-set! argv _pointer (length strings) #f)
   (flush-output (current-output-port))
   (flush-output (current-error-port))
-  (void (c-execv (bytes-append (path->bytes racket) #"\0") argv)))
+  (void (c-execv (bytes-append prog #"\0") argv)))
