@@ -5,7 +5,8 @@
 ;; message is escaped here (log-escape), so an application that logs untrusted text
 ;; cannot forge or split a line either.
 (require "log-file.rkt"
-         "../util/log.rkt")
+         "../util/log.rkt"
+         (only-in "../util/probes.rkt" take-pending-probe-lines!))
 (provide start-stderr-logging!
          flush-logging)
 
@@ -22,7 +23,10 @@
 ;; tag: the printer thread came along with the fork.
 (define (start-stderr-logging! level #:tag [tag #f])
   (set! line-tag (if tag (string-append " " tag) ""))
-  (unless printer (start-printer! level)))
+  (unless printer (start-printer! level))
+  ;; the lines of the probes that failed as the modules loaded, before anything logged
+  (for ([line (in-list (take-pending-probe-lines!))])
+    (log-fastcgi-warning "~a" line)))
 
 ;; start-printer! : symbol -> void
 (define (start-printer! level)

@@ -23,7 +23,7 @@
          "../util/entropy.rkt"
          "../util/lazy.rkt"
          web-server/http/request-structs
-         (only-in (submod web-server/http/request-structs private) [request-uri request-uri/raw])
+         (only-in "web-private.rkt" request-uri/raw)
          web-server/http/bindings
          web-server/http/response-structs
          web-server/managers/manager

@@ -9,7 +9,7 @@
          (only-in racket/unsafe/ops unsafe-bytes->immutable-bytes!)
          ;; the struct's own constructor, as web-server's request.rkt uses it: the
          ;; contracted one checks values this module builds itself from checked bytes
-         (only-in (submod web-server/http/request-structs private) [make-header make-header/raw])
+         (only-in "web-private.rkt" make-header/raw)
          (only-in "../protocol/protocol.rkt" pair-head bytes-range=?)
          (only-in "../engine/request.rkt" raw-params-bs raw-params-start raw-params-end))
 (provide read-params

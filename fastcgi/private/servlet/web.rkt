@@ -13,13 +13,9 @@
          web-server/http/response-structs
          web-server/safety-limits
          (only-in web-server/servlet/servlet-structs any->response)
-         ;; The structs' own constructors and accessors, as web-server's request.rkt uses
-         ;; them: the contracted ones check, on every header, request and response-output
-         ;; (which wraps the servlet's procedure again), values this module builds itself
-         ;; from checked bytes.
-         (only-in (submod web-server/http/request-structs private) [make-request make-request/raw])
-         (only-in (submod web-server/http/response-structs private)
-                  [response-output response-output/raw])
+         ;; unchecked, as web-server's request reader builds its requests: this module's
+         ;; values come from checked bytes
+         (only-in "web-private.rkt" make-request/raw response-output/raw)
          "../util/catch.rkt"
          "../engine/current.rkt"
          "../util/limits.rkt"
@@ -45,10 +41,12 @@
 ;; 'bad-url for a malformed continuation parameter (400).
 (define (servlet->handler run lim)
   ;; the body limit of the engine governs uploads too (web-server's own default would cap
-  ;; each uploaded file at 10 MiB)
+  ;; each uploaded file at 10 MiB); its deadlines bound the body's reading, so web-server's
+  ;; read timeout is none (web-form.rkt's connection timer never rings)
   (define safety
     (make-safety-limits #:max-request-body-length (limits-max-body lim)
-                        #:max-form-data-file-length (limits-max-body lim)))
+                        #:max-form-data-file-length (limits-max-body lim)
+                        #:request-read-timeout +inf.0))
   (λ (r)
     ;; bound for this call only: the thread goes on to serve other requests (raw ones too,
     ;; and other connections' when it is the event loop), which must not see this one

@@ -1,0 +1,110 @@
+#lang racket/base
+;; web-server's unchecked struct procedures, as its own request reader uses them: the
+;; `private` submodules of web-server/http/request-structs and response-structs give the
+;; request, header and binding constructors and accessors without their contracts, which
+;; cost on every request (the contracted request constructor about a microsecond, each
+;; header's a quarter of one, the response's output procedure wrapped again). Those
+;; submodules are not documented, so each binding is checked here once, at load, against
+;; the contracted one (util/probes.rkt): the same arity, and a value it makes reads back
+;; through the contracted accessors (or it answers as the contracted one does). One that
+;; is not as expected gives way to the contracted one, with one log line. A public struct
+;; of another number of fields than the adapter fills is refused at load.
+(require net/url-structs
+         racket/port
+         racket/promise
+         web-server/http/request-structs
+         web-server/http/response-structs
+         (prefix-in raw: (only-in (submod web-server/http/request-structs private)
+                                  make-request make-header request-uri binding:form
+                                  header-value headers-assq*))
+         (prefix-in raw: (only-in (submod web-server/http/response-structs private)
+                                  response-output))
+         "../util/probes.rkt")
+(provide make-request/raw
+         make-header/raw
+         binding:form/raw
+         request-uri/raw
+         header-value/raw
+         headers-assq*/raw
+         response-output/raw
+         checked-constructor
+         checked-same)
+
+;; checked-constructor : string procedure procedure natural (listof any)
+;;                       (listof (any -> any)) [(listof any)] -> procedure
+;; raw when it takes n arguments and a value it makes of args reads back through readers
+;; (reads-back-probe); else public, with the line. public must take n arguments: the
+;; adapter fills n fields by position, and there is no other way to build the struct.
+(define (checked-constructor what raw public n args readers [expected args])
+  (assumption-required! (format "web-server's ~a struct" what)
+                        (λ () (arity-probe public n))
+                        "this fastcgi fills it by position and does not run on this web-server")
+  (if (assumption-holds? (format "web-server's unchecked ~a constructor" what)
+                         (λ () (let ([a (arity-probe raw n)])
+                                 (if (eq? a #t) (reads-back-probe raw args readers expected) a)))
+                         "using the contracted one")
+      raw
+      public))
+
+;; checked-same : string procedure procedure (listof list) [(any -> any)] -> procedure
+;; raw when it takes public's arguments and answers as public does (seen through view)
+;; for each list of arguments in cases; else public, with the line.
+(define (checked-same what raw public cases [view values])
+  (if (assumption-holds?
+       (format "web-server's unchecked ~a" what)
+       (λ ()
+         (define a (arity-probe raw (procedure-arity public)))
+         (cond
+           [(not (eq? a #t)) a]
+           [(for/or ([args (in-list cases)])
+              (define got (view (apply raw args)))
+              (define want (view (apply public args)))
+              (and (not (equal? got want))
+                   (format "answers ~.s for ~.s, where the contracted one answers ~.s" got args want)))]
+           [else #t]))
+       "using the contracted one")
+      raw
+      public))
+
+;; Sample values of the right kinds, each field distinct from the others.
+(define sample-url (url "http" #f "probe.example" 8080 #t (list (path/param "p" '())) '((q . "1")) #f))
+(define sample-header (header #"Probe-Name" #"probe value"))
+(define sample-binding (binding:form #"k" #"v"))
+
+(define make-header/raw
+  (checked-constructor "header" raw:make-header make-header 2
+                       (list #"Probe-Name" #"probe value") (list header-field header-value)))
+
+(define binding:form/raw
+  (checked-constructor "binding:form" raw:binding:form binding:form 2
+                       (list #"k" #"v") (list binding-id binding:form-value)))
+
+;; the bindings are given as a promise, which the contracted accessor wraps: read forced
+(define make-request/raw
+  (checked-constructor "request" raw:make-request make-request 8
+                       (list #"PROBE" sample-url (list sample-header) (delay (list sample-binding))
+                             #"post" "192.0.2.1" 8080 "192.0.2.2")
+                       (list request-method request-uri request-headers/raw
+                             (λ (r) (force (request-bindings/raw-promise r)))
+                             request-post-data/raw request-host-ip request-host-port request-client-ip)
+                       (list #"PROBE" sample-url (list sample-header) (list sample-binding)
+                             #"post" "192.0.2.1" 8080 "192.0.2.2")))
+
+(define request-uri/raw
+  (checked-same "request-uri" raw:request-uri request-uri
+                (list (list (make-request #"GET" sample-url '() (delay '()) #f "192.0.2.1" 80 "192.0.2.2")))))
+
+(define header-value/raw
+  (checked-same "header-value" raw:header-value header-value (list (list sample-header))))
+
+(define headers-assq*/raw
+  (checked-same "headers-assq*" raw:headers-assq* headers-assq*
+                (list (list #"probe-name" (list (header #"Other" #"x") sample-header))
+                      (list #"Absent" (list sample-header))
+                      (list #"Probe-Name" '()))))
+
+;; the output procedure is compared by what it writes (the contracted one is a wrapper)
+(define response-output/raw
+  (checked-same "response-output" raw:response-output response-output
+                (list (list (response 200 #"OK" 0 #f '() (λ (out) (write-bytes #"probe" out)))))
+                (λ (output) (call-with-output-bytes output))))
