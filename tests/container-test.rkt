@@ -123,3 +123,17 @@
    (λ (s)
      (check-true (send-signal! (pid1-host-pid s) SIGINT))
      (check-equal? (exit-status s 30) 0))))
+
+(test-case "two managers, each PID 1 of its own namespace, on one network namespace: each worker takes its own siblings' connections"
+  ;; abstract socket names belong to the network namespace: named by the manager's pid,
+  ;; both pools' worker 1 would want the same handover address (the second could not
+  ;; receive, and the first's retiring workers would hand connections to the other pool)
+  (call-with-pid1
+   (λ (a)
+     (call-with-pid1
+      (λ (b)
+        (check-equal? (get b "/") "v1")
+        (for ([s (list a b)])
+          (check-false (regexp-match? #rx"cannot receive connections from retiring workers"
+                                      (file->string (proc-stderr-file (pid1-proc s))))
+                       "its workers' handover receivers bound")))))))

@@ -42,7 +42,7 @@
                                            #:max-queue-delay queue-delay)))
      (define a (start "a.sock" '(2 3 2)))
      (define b (start "b.sock" '(30 30 30)))
-     (define address (handover-address (getpid) (+ 1000000 (random 1000000000))))
+     (define address (handover-address (format "fcgi-test-~a" (getpid)) (+ 1000000 (random 1000000000))))
      (define receiver (start-handover-receiver! address (running-server-adopt b)))
      (define (retire!)
        (thread (λ () ((running-server-stop a) #:timeout 20 #:hand-to (list address)))))

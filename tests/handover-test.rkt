@@ -19,7 +19,7 @@
 (define racket-exe (path->string (find-executable-path "racket")))
 
 ;; an id no other test run uses: the names are (manager pid, worker id)
-(define (fresh-address) (handover-address (getpid) (+ 1000000 (random 1000000000))))
+(define (fresh-address) (handover-address (format "fcgi-test-~a" (getpid)) (+ 1000000 (random 1000000000))))
 
 ;; call-with-accepted : path (fd input-port output-port -> any) -> any
 ;; A connection over a unix socket in dir: the accepted end's fd, and the client's ports.

@@ -59,9 +59,12 @@
 ;; content, padding).
 (define max-message (+ 6 2 1024 8 65535 255))
 
-;; handover-address : natural natural -> bytes ; the abstract name of a worker's receiver
-(define (handover-address manager-pid worker-id)
-  (bytes-append #"\0" (string->bytes/utf-8 (format "fastcgi-handover-~a-~a" manager-pid worker-id))))
+;; handover-address : string natural -> bytes ; the abstract name of a worker's receiver
+;; Named by the pool's prefix (control.rkt: the manager's pid and random bytes), not by the
+;; manager's pid alone: abstract names are shared by the network namespace, and two
+;; managers that are each PID 1 of a container on the host's network have the same pid.
+(define (handover-address pool-prefix worker-id)
+  (bytes-append #"\0" (string->bytes/utf-8 (format "~a/handover-~a" pool-prefix worker-id))))
 
 ;; hand-over! : fd string handed (listof bytes) -> boolean
 ;; Sends fd (with peer and h) to the first of addresses that takes it. #t: a sibling has it
