@@ -4,13 +4,14 @@
 ;; the main loop, which applies it here: ready (and a reload's new generation taking over),
 ;; stat, metrics, limit, recycle, failed. A worker answering the status path asks for the board instead.
 ;; A generation's loader (loader.rkt) reports on such a connection too: loaded, unsafe,
-;; forced, failed; its answers to fork lines go to the manager's fork-replies channel,
+;; refused, forced, failed; its answers to fork lines go to the manager's fork-replies channel,
 ;; which the manager awaits while it forks (manager-workers.rkt).
 (require racket/list
          racket/string
          "../util/clock.rkt"
          "../worker/control.rkt"
          "../util/log.rkt"
+         (only-in "../util/probes.rkt" probe-line)
          "manager-reload.rkt"
          "manager-state.rkt"
          "manager-status.rkt"
@@ -127,6 +128,7 @@
                      (loaded! m ld (and k (string->symbol (cadr k))) (and k (string->number (caddr k)))))]
        [("ready") (when base? (base-ready! m ld (string->number what)))]
        [("unsafe") (if base? (base-unsafe! m ld what) (unsafe! m ld what))]
+       [("refused") (if base? (base-unsafe! m ld what #:refused? #t) (unsafe! m ld what #:refused? #t))]
        ;; escaped by the loader: one line of plain ASCII
        [("forced")
         (log-fastcgi-warning "generation ~a: --preload: forking all the same, though loading the app left what a fork cannot share: ~a"
@@ -158,21 +160,27 @@
                      (loader-pid base) (if image (quotient image 1048576) "?"))
   (start-waiting-loaders! m))
 
-;; base-unsafe! : manager loader string -> void
-;; Loading the libraries left what a fork cannot share: loaders start as processes.
-(define (base-unsafe! m base what)
+;; base-unsafe! : manager loader string #:refused? boolean -> void
+;; Loading the libraries left what a fork cannot share, or (refused?) this Racket's
+;; runtime is not as a fork expects (what: why, escaped by the base): loaders start as
+;; processes.
+(define (base-unsafe! m base what #:refused? [refused? #f])
   (set-loader-state! base 'unsafe)
-  (log-fastcgi-warning "the base: loading the libraries left what a fork cannot share (~a): each generation's loader loads them itself"
-                       what)
+  (define then "each generation's loader loads the libraries itself")
+  (if refused?
+      (log-fastcgi-warning "the base: ~a" (probe-line "forking from a loaded image" what then))
+      (log-fastcgi-warning "the base: loading the libraries left what a fork cannot share (~a): ~a" what then))
   (start-waiting-loaders! m))
 
-;; unsafe! : manager loader string -> void
+;; unsafe! : manager loader string #:refused? boolean -> void
 ;; The generation's workers each load the app, as with --no-preload.
-(define (unsafe! m ld what)
+(define (unsafe! m ld what #:refused? [refused? #f])
   (set-loader-state! ld 'unsafe)
   (define g (loader-gen ld))
-  (log-fastcgi-warning "generation ~a: loading the app left what a fork cannot share (~a): each worker loads the app itself"
-                       g what)
+  (define then "each worker loads the app itself")
+  (if refused?
+      (log-fastcgi-warning "generation ~a: ~a" g (probe-line "forking from a loaded image" what then))
+      (log-fastcgi-warning "generation ~a: loading the app left what a fork cannot share (~a): ~a" g what then))
   (define n (loader-wanted ld))
   (set-loader-wanted! ld 0)
   (when (wanted-generation? m g)

@@ -17,11 +17,16 @@
 ;;     and the loader does not fork.
 ;; The heap is made static before the first fork (make-heap-static!): the collector never
 ;; copies those objects again, so their pages stay shared with every child.
+;; None of this is documented by Racket: the runtime's descriptors are found and probed
+;; before the app loads (probe-runtime-descriptors!), and a process whose runtime is not
+;; as expected, or where the fork's Chez Scheme code does not compile, does not fork.
 (require ffi/unsafe
          ffi/unsafe/vm
-         racket/list
-         (only-in "ffi.rkt" define-libc))
+         (only-in "ffi.rkt" define-libc)
+         "runtime-fds.rkt"
+         "../util/probes.rkt")
 (provide fork-child!
+         fork-refusal
          await-new-parent!
          make-heap-static!
          fresh-runtime-descriptors!
@@ -30,18 +35,11 @@
          set-process-name!
          move-descriptor!)
 
-(define-libc c-epoll-create1 "epoll_create1" _int -> _int)
-(define-libc c-pipe2 "pipe2" _bytes _int -> _int)
 (define-libc c-dup2 "dup2" _int _int -> _int)
 (define-libc c-close "close" _int -> _int)
-(define-libc c-fcntl "fcntl" #:varargs-after 2 _int _int _int -> _int)
 (define-libc c-getppid "getppid" -> _int)
 (define-libc c-prctl "prctl" _int _pointer _ulong _ulong _ulong -> _int)
 
-(define F_GETFD 1)
-(define F_SETFD 2)
-(define F_GETFL 3)
-(define F_SETFL 4)
 (define O_CLOEXEC #o2000000)
 (define PR_SET_NAME 15)
 
@@ -51,11 +49,26 @@
 ;; fork-child! : -> integer
 ;; In the caller: the new worker's pid (or a negative number: no child was made). In the
 ;; worker: 0.
+(define (fork-child!)
+  (if (procedure? fork-code) (fork-code) -1))
+
+;; fork-refusal : -> (or/c #f string)
+;; Why this process must not fork, or #f. It probes the runtime's descriptors and keeps
+;; them for fresh-runtime-descriptors! (runtime-fds.rkt): call it before the app loads.
+(define (fork-refusal)
+  (cond
+    [(string? fork-code) fork-code]
+    [else
+     (define r (probe-runtime-descriptors!))
+     (and (string? r) (string-append "the runtime's epoll set and wake-up pipe: " r))]))
+
+;; fork-code : (or/c (-> integer) string) ; fork-child!'s work, or why it does not compile
 ;; Chez Scheme code with interrupts off from the first fork to the intermediate's exit:
 ;; no collection and no thread switch runs in the intermediate. The intermediate passes
 ;; the worker's pid back through a pipe, having put the worker in a process group of its
 ;; own (before its exit, so before the worker can become the manager's child).
-(define fork-child!
+(define fork-code
+  (with-handlers ([exn:fail? (λ (e) (format "the fork's Chez Scheme code does not compile: ~a" (exn-message e)))])
   (vm-eval
    `(let ([fork (foreign-procedure ,(address "fork") () int)]
           [exit (foreign-procedure ,(address "_exit") (int) void)]
@@ -100,7 +113,7 @@
                     (again (lambda () (read r (+ buf 8) 4)))
                     (close r)
                     (again (lambda () (waitpid p 0 0)))
-                    (foreign-ref 'int buf 8)])))))))))
+                    (foreign-ref 'int buf 8)]))))))))))
 
 ;; await-new-parent! : natural real -> boolean
 ;; In a worker just forked: waits until the manager (parent) is its parent (its
@@ -118,52 +131,23 @@
 ;; never collected again: its pages stay shared with the processes forked afterwards
 ;; (with a plain fork, a child's first major collection copies the old generations and
 ;; they become private). What is garbage at that moment would stay: collect first.
+;; Where Chez Scheme's collect refuses, the heap stays as it is (forks work, their pages
+;; are shared until a child's major collection copies them), with one line.
 (define (make-heap-static!)
   (collect-garbage 'major)
   (collect-garbage 'major)
-  (void (vm-eval '(collect (collect-maximum-generation) 'static))))
-
-;; open-descriptors : -> (listof (cons fd (or/c string #f))) ; with what each refers to
-(define (open-descriptors)
-  (define fds (sort (for*/list ([p (in-list (directory-list "/proc/self/fd"))]
-                                [n (in-value (string->number (path->string p)))]
-                                #:when n)
-                      n)
-                    <))
-  ;; (one of them listed the folder and is closed now: it resolves to itself)
-  (for/list ([fd (in-list fds)])
-    (define link (format "/proc/self/fd/~a" fd))
-    (cons fd (with-handlers ([exn:fail? (λ (e) #f)])
-               (define to (path->string (resolve-path link)))
-               (and (not (equal? to link)) to)))))
-
-;; runtime-descriptors : -> (values (listof fd) (listof (list read-fd write-fd)))
-;; The runtime's epoll sets and its wake-up pipes: each pipe whose two ends this process
-;; holds. Racket CS opens one of each at start.
-(define (runtime-descriptors [fds (open-descriptors)])
-  (define epolls (for/list ([d (in-list fds)] #:when (equal? (cdr d) "anon_inode:[eventpoll]")) (car d)))
-  (define pipes
-    (for/list ([g (in-list (group-by cdr (filter (λ (d) (and (cdr d) (regexp-match? #rx"^pipe:" (cdr d)))) fds)))]
-               #:when (= 2 (length g)))
-      (define ends (map car g))
-      (define w (findf write-end? ends))
-      (list (car (remove w ends)) w)))
-  (values epolls pipes))
-
-;; write-end? : fd -> boolean ; O_WRONLY in its flags
-(define (write-end? fd)
-  (odd? (c-fcntl fd F_GETFL 0)))
+  (void (assumption-holds? "Chez Scheme's collect into the static generation"
+                           (λ () (vm-eval '(collect (collect-maximum-generation) 'static)) #t)
+                           "the workers share less of the loaded image")))
 
 ;; fork-hazards : (listof fd) -> (listof string)
 ;; What this process holds that a fork cannot share, each as a phrase: descriptors other
-;; than the standard three, the runtime's own and those in `ours` (open files, sockets,
+;; than the standard three, the runtime's own (as probed) and those in `ours` (open files, sockets,
 ;; pipes: a database connection made at load), OS threads besides this one (places,
 ;; futures, the runtime's SIGCHLD thread once a subprocess ran), and child processes.
 (define (fork-hazards ours)
   (define fds (open-descriptors))
-  (define-values (epolls pipes) (runtime-descriptors fds))
-  (define known (append '(0 1 2) ours (take epolls (min 1 (length epolls)))
-                        (if (pair? pipes) (car pipes) '())))
+  (define known (append '(0 1 2) ours (if (pair? runtime-descriptors) runtime-descriptors '())))
   (define open
     (for/list ([d (in-list fds)]
                #:unless (memv (car d) known)
@@ -185,31 +169,6 @@
                 [p (in-list (call-with-input-file (build-path "/proc/self/task" t "children")
                               (λ (in) (let loop () (define x (read in)) (if (eof-object? x) '() (cons x (loop)))))))])
       p)))
-
-;; fresh-runtime-descriptors! : -> void
-;; In a forked child: a new epoll set and a new wake-up pipe under the numbers of the
-;; ones shared with the loader and the siblings, with the same descriptor flags.
-(define (fresh-runtime-descriptors!)
-  (define-values (epolls pipes) (runtime-descriptors))
-  (for ([fd (in-list epolls)])
-    (onto! (c-epoll-create1 O_CLOEXEC) fd))
-  (for ([p (in-list pipes)])
-    (define b (make-bytes 8 0))
-    (unless (zero? (c-pipe2 b O_CLOEXEC))
-      (error 'fork "pipe2 failed (errno ~a)" (saved-errno)))
-    (onto! (integer-bytes->integer b #t #f 0 4) (first p))
-    (onto! (integer-bytes->integer b #t #f 4 8) (second p))))
-
-;; onto! : fd fd -> void ; new takes old's number and flags; new's own number is closed
-(define (onto! new old)
-  (when (negative? new) (error 'fork "cannot make a fresh descriptor for ~a (errno ~a)" old (saved-errno)))
-  (define fd-flags (c-fcntl old F_GETFD 0))
-  (define fl-flags (c-fcntl old F_GETFL 0))
-  (when (negative? (c-dup2 new old)) (error 'fork "dup2 failed (errno ~a)" (saved-errno)))
-  (c-close new)
-  (c-fcntl old F_SETFD fd-flags)
-  (c-fcntl old F_SETFL fl-flags)
-  (void))
 
 ;; move-descriptor! : fd fd -> void ; from takes to's number (dup2), and from is closed
 (define (move-descriptor! from to)

@@ -13,13 +13,16 @@
 ;;                             the manager starts the generation's workers as processes of
 ;;                             their own (each loads the app)
 ;;   forced WHAT; WHAT...      the same found with --preload: it forks all the same
+;;   refused WHY               this Racket's runtime is not as a fork expects (fork.rkt),
+;;                             found before loading: it exits, as for unsafe, even with
+;;                             --preload
 ;;   failed REASON             the app does not load (escaped: one line); it exits 3
 ;; and for each manager's line   fork ID   it answers   forked ID PID   (PID -1: the fork
 ;; failed). The forked process returns from the fork in this module and becomes worker
 ;; ID (worker.rkt's run-worker): the app and the worker's modules are already there.
 ;;
 ;; The pool's base (run-base) is the same program without the app: it says   base PID,
-;; then   ready BYTES   (or unsafe), and answers each   loader G   with   forked-loader G
+;; then   ready BYTES   (or unsafe, or refused), and answers each   loader G   with   forked-loader G
 ;; PID: that process becomes generation G's loader, as above, on top of the base's heap.
 ;; SIGTERM, or the end of its control connection, stops either; so does the manager's death.
 (require ffi/unsafe/port
@@ -60,6 +63,13 @@
   (define-values (in out) (connect-manager cfg))
   (define report! (reporter out))
   (report! "~a ~a" (if base "base" "loader") (getpid))
+  ;; a fork rests on what Racket does not document (fork.rkt), probed before the app
+  ;; loads; where it does not hold, the manager starts processes that load for themselves
+  (define refusal (fork-refusal))
+  (when refusal
+    (report! "refused ~a" (log-escape refusal))
+    (flush-logging)
+    (exit 0))
   ;; the listening socket (fd 0) leaves the standard descriptors, as in a worker: a
   ;; program started while loading does not get it as its standard input
   (define listen-fd (dup-cloexec 0))
