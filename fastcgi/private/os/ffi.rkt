@@ -5,7 +5,8 @@
 ;; (signals, the hand-over, the poller use it too), is defined here.
 (require ffi/unsafe
          ffi/unsafe/vm
-         racket/string)
+         racket/string
+         "../util/probes.rkt")
 (provide AF_UNIX AF_INET AF_INET6 SOCK_STREAM SOCK_NONBLOCK SOCK_CLOEXEC
          SOL_SOCKET SO_REUSEADDR SO_ACCEPTCONN IPPROTO_TCP TCP_NODELAY
          IPPROTO_IPV6 IPV6_V6ONLY SHUT_WR
@@ -13,7 +14,8 @@
          SUN_PATH_MAX socket-flags
          define-libc
          c-socket c-bind c-listen c-accept4 c-accept4/fast c-connect c-shutdown c-close c-close/fast
-         c-read c-send c-read/fast c-send/fast c-recv/fast MSG_PEEK MSG_DONTWAIT c-sendrecs/fast sendrecs-max MSG_NOSIGNAL
+         c-read c-send c-read/fast c-send/fast c-recv/fast MSG_PEEK MSG_DONTWAIT MSG_NOSIGNAL
+         c-sendrecs/fast sendrecs-max make-sendrecs sendrecs-probe checked-sendrecs
          c-setsockopt c-getsockopt c-getsockname
          c-unlink c-chmod c-chown c-umask c-getpid c-geteuid
          set-nonblocking! dup-cloexec set-cloexec! close-on-exec-all! null-onto! peer-credentials
@@ -100,48 +102,94 @@
 ;; bench/OPTIMISATIONS.md, FFI calls without saving errno.
 (define-libc c-accept4/fast "accept4" #:no-errno _int _bytes _bytes _int -> _int)
 (define-libc c-close/fast "close" #:no-errno _int -> _int)
-;; c-sendrecs/fast : fd bytes natural bytes natural natural natural -> integer, or #f (not CS)
+(define-libc c-socketpair "socketpair" _int _int _int _bytes -> _int)
+
+;; c-sendrecs/fast : fd bytes natural bytes natural natural natural -> integer, or #f
 ;; One sendmsg(MSG_NOSIGNAL) of k records (1 <= k <= sendrecs-max): the j-th is the 8-byte
 ;; header heads[h + 8j, h + 8j + 8) and then the content bs[start + nj, start + n(j + 1)):
 ;; a large write's records, sent without copying the content, a megabyte in one call.
 ;; Returns what was sent, or -1 (errno not saved: the caller sends again with c-send,
-;; whose errno counts). The iovec holds addresses into the strings, so it is Chez Scheme
-;; code (through vm-eval), with interrupts off from taking the addresses to the end of
-;; the call: no collection can move the strings in between. The msghdr and iovec are one
-;; block per place, used only in atomic mode.
+;; whose errno counts). #f where there is none: the caller sends record by record.
 (define sendrecs-max 16)
+
+;; make-sendrecs : [s-expression] -> procedure
+;; The iovec holds addresses into the strings, so it is Chez Scheme code (through
+;; vm-eval), with interrupts off from taking the addresses to the end of the call: no
+;; collection can move the strings in between. The msghdr and iovec are one block per
+;; place, used only in atomic mode. data: the Chez expression of the offset of a
+;; bytevector's first byte from its tagged address.
+(define (make-sendrecs [data '(fx+ (foreign-sizeof 'ptr) 1)])
+  (vm-eval
+   `(let ([sendmsg (foreign-procedure ,(cast (ffi-obj-ref "sendmsg" #f) _pointer _intptr)
+                                      (int uptr int) ssize_t)]
+          [msg (foreign-alloc ,(+ 56 (* 16 2 sendrecs-max)))]
+          [address ($primitive $object-address)]
+          [data ,data])
+      (define iov (+ msg 56))
+      ;; piece! : natural bytevector natural natural -> void ; iovec entry i
+      (define (piece! i bv from len)
+        (let ([at (+ iov (fx* i 16))])
+          (foreign-set! 'uptr at 0 (address bv (fx+ data from)))
+          (foreign-set! 'uptr at 8 len)))
+      ;; struct msghdr: name, namelen, iov, iovlen (set per call), control,
+      ;; controllen, flags
+      (foreign-set! 'uptr msg 0 0)
+      (foreign-set! 'uptr msg 8 0)
+      (foreign-set! 'uptr msg 16 iov)
+      (foreign-set! 'uptr msg 32 0)
+      (foreign-set! 'uptr msg 40 0)
+      (foreign-set! 'uptr msg 48 0)
+      (lambda (fd heads h bs start n k)
+        (with-interrupts-disabled
+         (let loop ([j 0])
+           (when (fx< j k)
+             (piece! (fx* 2 j) heads (fx+ h (fx* 8 j)) 8)
+             (piece! (fx+ (fx* 2 j) 1) bs (fx+ start (fx* n j)) n)
+             (loop (fx+ j 1))))
+         (foreign-set! 'uptr msg 24 (fx* 2 k))
+         (sendmsg fd msg ,MSG_NOSIGNAL))))))
+
+;; sendrecs-probe : procedure -> (or/c #t string)
+;; #t when send sends two records (from offsets in both strings) over a socket pair
+;; as the bytes they name, read back at the other end.
+(define (sendrecs-probe send)
+  (define sv (make-bytes 8 0))
+  (cond
+    [(< (c-socketpair AF_UNIX (bitwise-ior SOCK_STREAM SOCK_CLOEXEC) 0 sv) 0)
+     (format "cannot make a socket pair to probe it (errno ~a)" (saved-errno))]
+    [else
+     (define a (integer-bytes->integer sv #t #f 0 4))
+     (define b (integer-bytes->integer sv #t #f 4 8))
+     (dynamic-wind
+      void
+      (λ ()
+        (define heads (string->bytes/latin-1 "ABCDEFGHIJKLMNOPQRSTUVWX"))
+        (define bs (string->bytes/latin-1 "abcdefghijklmnop"))
+        (define want (bytes-append (subbytes heads 8 16) (subbytes bs 3 8) (subbytes heads 16 24) (subbytes bs 8 13)))
+        (define sent (send a heads 8 bs 3 5 2))
+        (define got (make-bytes 64 0))
+        (define n (c-recv/fast b got 64 MSG_DONTWAIT))
+        (cond
+          [(not (eqv? sent (bytes-length want))) (format "sent ~a bytes of two records, expected ~a" sent (bytes-length want))]
+          [(not (equal? (subbytes got 0 (max n 0)) want))
+           (format "the bytes received differ from the records' from byte ~a on"
+                   (for/first ([i (in-naturals)] #:unless (and (< i n) (= (bytes-ref got i) (bytes-ref want i)))) i))]
+          [else #t]))
+      (λ () (c-close a) (c-close b)))]))
+
+;; checked-sendrecs : (-> procedure) -> (or/c procedure #f)
+;; What make makes, where it compiles and passes sendrecs-probe; else #f, with one line:
+;; $object-address and a bytevector's layout are Chez Scheme's, not documented by Racket.
+(define (checked-sendrecs make)
+  (define send (with-handlers ([exn:fail? (λ (e) (format "its Chez Scheme code does not compile: ~a" (exn-message e)))])
+                 (make)))
+  (and (assumption-holds? "the zero-copy send (sendmsg of $object-address addresses, vm-eval'd)"
+                          (λ () (if (string? send) send (sendrecs-probe send)))
+                          "records are copied before they are sent")
+       send))
+
 (define c-sendrecs/fast
-  (and (eq? (system-type 'vm) 'chez-scheme)
-      (vm-eval
-       `(let ([sendmsg (foreign-procedure ,(cast (ffi-obj-ref "sendmsg" #f) _pointer _intptr)
-                                          (int uptr int) ssize_t)]
-              [msg (foreign-alloc ,(+ 56 (* 16 2 sendrecs-max)))]
-              [address ($primitive $object-address)]
-              ;; the first byte of a bytevector's data, from its tagged address
-              [data (fx+ (foreign-sizeof 'ptr) 1)])
-          (define iov (+ msg 56))
-          ;; piece! : natural bytevector natural natural -> void ; iovec entry i
-          (define (piece! i bv from len)
-            (let ([at (+ iov (fx* i 16))])
-              (foreign-set! 'uptr at 0 (address bv (fx+ data from)))
-              (foreign-set! 'uptr at 8 len)))
-          ;; struct msghdr: name, namelen, iov, iovlen (set per call), control,
-          ;; controllen, flags
-          (foreign-set! 'uptr msg 0 0)
-          (foreign-set! 'uptr msg 8 0)
-          (foreign-set! 'uptr msg 16 iov)
-          (foreign-set! 'uptr msg 32 0)
-          (foreign-set! 'uptr msg 40 0)
-          (foreign-set! 'uptr msg 48 0)
-          (lambda (fd heads h bs start n k)
-            (with-interrupts-disabled
-             (let loop ([j 0])
-               (when (fx< j k)
-                 (piece! (fx* 2 j) heads (fx+ h (fx* 8 j)) 8)
-                 (piece! (fx+ (fx* 2 j) 1) bs (fx+ start (fx* n j)) n)
-                 (loop (fx+ j 1))))
-             (foreign-set! 'uptr msg 24 (fx* 2 k))
-             (sendmsg fd msg ,MSG_NOSIGNAL)))))))
+  (and (eq? (system-type 'vm) 'chez-scheme) (checked-sendrecs make-sendrecs)))
 (define-libc c-setsockopt "setsockopt" _int _int _int _bytes _int -> _int)
 (define-libc c-getsockopt "getsockopt" _int _int _int _bytes _bytes -> _int)
 (define-libc c-getsockname "getsockname" _int _bytes _bytes -> _int)
