@@ -23,14 +23,13 @@
          "../util/entropy.rkt"
          "../util/lazy.rkt"
          web-server/http/request-structs
-         (only-in "web-private.rkt" request-uri/raw)
+         (only-in "web-private.rkt" request-uri/raw continuation-parameterization-key)
          web-server/http/bindings
          web-server/http/response-structs
          web-server/managers/manager
          web-server/managers/timeouts
          web-server/private/servlet
          (only-in web-server/servlet/servlet-structs any->response)
-         (only-in '#%paramz parameterization-key)
          "../engine/current.rkt"
          "../util/hmac.rkt"
          "sessions.rkt")
@@ -343,8 +342,8 @@
 ;; its value before again.
 (define (resume-as-now kont req)
   (define now (current-fastcgi-request))
-  (define p (and now (continuation? kont)
-                 (continuation-mark-set-first (continuation-marks kont) parameterization-key #f)))
+  (define p (and now continuation-parameterization-key (continuation? kont)
+                 (continuation-mark-set-first (continuation-marks kont) continuation-parameterization-key #f)))
   ;; #f when p does not bind it (then it reads as this thread's default, #f)
   (define before (and p (call-with-parameterization p current-fastcgi-request)))
   (cond

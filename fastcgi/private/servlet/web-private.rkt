@@ -9,6 +9,8 @@
 ;; through the contracted accessors (or it answers as the contracted one does). One that
 ;; is not as expected gives way to the contracted one, with one log line. A public struct
 ;; of another number of fields than the adapter fills is refused at load.
+;; Also Racket's own parameterization-key (of the primitive module '#%paramz), the mark
+;; under which a continuation holds its parameterization (servlet.rkt's resume-as-now).
 (require net/url-structs
          racket/port
          racket/promise
@@ -19,6 +21,7 @@
                                   header-value headers-assq*))
          (prefix-in raw: (only-in (submod web-server/http/response-structs private)
                                   response-output))
+         (only-in '#%paramz parameterization-key)
          "../util/probes.rkt")
 (provide make-request/raw
          make-header/raw
@@ -27,8 +30,10 @@
          header-value/raw
          headers-assq*/raw
          response-output/raw
+         continuation-parameterization-key
          checked-constructor
-         checked-same)
+         checked-same
+         parameterization-key-probe)
 
 ;; checked-constructor : string procedure procedure natural (listof any)
 ;;                       (listof (any -> any)) [(listof any)] -> procedure
@@ -108,3 +113,25 @@
   (checked-same "response-output" raw:response-output response-output
                 (list (list (response 200 #"OK" 0 #f '() (λ (out) (write-bytes #"probe" out)))))
                 (λ (output) (call-with-output-bytes output))))
+
+;; parameterization-key-probe : any -> (or/c #t string)
+;; #t when, in the marks of a continuation within a parameterize, key's first mark is a
+;; parameterization in which the parameter has the value the parameterize gave it.
+(define probe-parameter (make-parameter 'outside))
+(define (parameterization-key-probe key)
+  (define p (continuation-mark-set-first
+             (parameterize ([probe-parameter 'inside]) (current-continuation-marks)) key #f))
+  (cond
+    [(not (parameterization? p)) (format "its mark in a continuation is ~.s, not a parameterization" p)]
+    [(not (eq? (call-with-parameterization p probe-parameter) 'inside))
+     "the parameterization under it is not the continuation's"]
+    [else #t]))
+
+;; continuation-parameterization-key : (or/c continuation-mark-key #f)
+;; #f where the probe fails: a continuation resumed by a later request then sees, as
+;; current-fastcgi-request, the request that captured it (the line says so).
+(define continuation-parameterization-key
+  (and (assumption-holds? "Racket's parameterization-key ('#%paramz)"
+                          (λ () (parameterization-key-probe parameterization-key))
+                          "within a resumed continuation, current-fastcgi-request is the request that captured it")
+       parameterization-key))
