@@ -56,6 +56,8 @@
    (app-source "v1") '("--workers" "2") #:ready 2 #:exec-with '("--ignore" "HUP")
    (λ (s)
      (check-equal? (get s "/") "v1")
+     (check-regexp-match #rx"started with SIGHUP ignored: the manager handles them all the same"
+                         (file->string (proc-stderr-file (served-proc s))))
      (reloads-to-v2 s)
      ;; no worker inherits the ignored SIGHUP (they reopen their logs on it)
      (for ([pid (in-list (board-pids (read-status-file (served-status-file s)) '("idle" "busy")))])
@@ -65,6 +67,8 @@
   (call-with-served-app
    (app-source "v1") '("--workers" "1") #:exec-with '("--block" "HUP,TERM")
    (λ (s)
+     (check-regexp-match #rx"started with SIGHUP blocked, SIGTERM blocked: the manager handles"
+                         (file->string (proc-stderr-file (served-proc s))))
      (reloads-to-v2 s)
      (define-values (code out err) (ctl s "stop" "--timeout" "20"))
      (check-equal? code 0 err)
