@@ -92,7 +92,7 @@
 
 ;; fd-list : (listof fd) -> string ; " (6, 9)", or "" for none
 (define (fd-list fds)
-  (if (null? fds) "" (format " (~a)" (apply string-append (add-between (map number->string fds) ", ")))))
+  (if (null? fds) "" (format " (~a)" (apply string-append (add-between (map number->string (sort fds <)) ", ")))))
 
 ;; not-registered-in : fd -> (or/c #f string)
 ;; #f when a descriptor the runtime is asked to watch (a fresh pipe's read end, through
@@ -144,7 +144,7 @@
 ;; for fresh-runtime-descriptors!: #t, or the reason (the process must not fork).
 (define (probe-runtime-descriptors!)
   (set! runtime-descriptors (runtime-descriptors-probe))
-  (or (string? runtime-descriptors) #t))
+  (if (string? runtime-descriptors) runtime-descriptors #t))
 
 ;; fresh-runtime-descriptors! : -> void
 ;; In a forked child: a new epoll set and a new wake-up pipe under the numbers of the

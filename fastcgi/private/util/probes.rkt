@@ -24,7 +24,8 @@
 
 ;; run-probe : (-> (or/c #t string)) -> (or/c #t string)
 (define (run-probe probe)
-  (with-handlers ([exn:fail? (λ (e) (format "its probe raised: ~a" (exn-message e)))])
+  ;; (the first line of its message: what follows is the detail of a contract's)
+  (with-handlers ([exn:fail? (λ (e) (format "its probe raised: ~a" (car (regexp-split #rx"\n" (exn-message e)))))])
     (define r (probe))
     (if (or (eq? r #t) (string? r)) r (format "its probe answered ~.s" r))))
 
