@@ -2,7 +2,7 @@
 ;; manager-reports.rkt: the control socket's connections (keys first, then a worker's
 ;; lines reach the main loop, or the board is answered), and each line a worker sends
 ;; applied to the manager's state: ready (and a reload's generation taking over), stat,
-;; recycle, failed. In this process (tests/lib/manager-fixture.rkt), on the real control
+;; recycle, failed, and a loader's refused. In this process (tests/lib/manager-fixture.rkt), on the real control
 ;; socket; the workers are `sleep` processes.
 (require racket/list
          racket/port
@@ -154,3 +154,26 @@
      (check-true (worker-retiring? old))
      (check-regexp-match (pregexp (format "^retire( ~a| ~a){2}\n$" (worker-id new1) (worker-id new2))) (get-output-string control))
      (check-not-false (member "fastcgi: reload done: generation 2 serves" lines)))))
+
+(test-case "refused: a loader (or the base) whose Racket is not as a fork expects: one line naming the version, no fork"
+  (call-with-manager
+   (λ (m dir)
+     (define why "the runtime's epoll set and wake-up pipe: 2 epoll descriptors (3, 6), expected 1")
+     (define ld (make-loader #:generation 1 #:process #f #:now 0.))
+     (set-loader-pid! ld 4242)
+     (set-loader-state! ld 'loading)
+     (hash-set! (manager-loaders m) 1 ld)
+     (define-values (_ lines) (capture-log (λ () (message! m (list 4242 (string-append "refused " why))))))
+     (check-eq? (loader-state ld) 'unsafe "its workers are started as processes of their own (spawn!)")
+     (check-equal? (filter (λ (l) (regexp-match? #rx"Racket" l)) lines)
+                   (list (format "fastcgi: generation 1: Racket ~a: forking from a loaded image: ~a: each worker loads the app itself"
+                                 (version) why)))
+     (define base (make-loader #:generation 0 #:process #f #:now 0.))
+     (set-loader-pid! base 4343)
+     (set-loader-state! base 'loading)
+     (set-manager-base! m base)
+     (define-values (__ base-lines) (capture-log (λ () (message! m (list 4343 (string-append "refused " why))))))
+     (check-eq? (loader-state base) 'unsafe)
+     (check-equal? (filter (λ (l) (regexp-match? #rx"Racket" l)) base-lines)
+                   (list (format "fastcgi: the base: Racket ~a: forking from a loaded image: ~a: each generation's loader loads the libraries itself"
+                                 (version) why))))))
