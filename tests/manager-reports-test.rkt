@@ -2,8 +2,8 @@
 ;; manager-reports.rkt: the control socket's connections (keys first, then a worker's
 ;; lines reach the main loop, or the board is answered), and each line a worker sends
 ;; applied to the manager's state: ready (and a reload's generation taking over), stat,
-;; recycle, failed, and a loader's refused. In this process (tests/lib/manager-fixture.rkt), on the real control
-;; socket; the workers are `sleep` processes.
+;; recycle, failed, and a loader's refused. In this process (tests/lib/manager-fixture.rkt),
+;; on the real control socket; the workers are `sleep` processes.
 (require racket/list
          racket/port
          rackunit
