@@ -910,6 +910,20 @@ with @DFlag{no-preload}; the status shows @tt{preload} @tt{unsafe}. Each generat
 loader checks again: after a reload of an app that opens such things on its first
 request instead, the workers are forked.
 
+@bold{A runtime that is not as a fork expects.} A fork rests on what Racket does not
+document: the runtime's own epoll set and wake-up pipe, which a forked process replaces
+with fresh ones. A loader finds them before it loads the app (exactly one epoll
+descriptor, the one where the runtime registers what it is asked to watch; exactly one
+pipe of which it holds a read end and a write end, the one from which the runtime takes a
+byte written to it). Where they are not so, on a Racket that does otherwise, it neither
+loads nor forks, even with @DFlag{preload}: the manager logs one line naming the Racket
+version, such as
+
+@verbatim|{2026-11-28T08:13:06 warning [11585] fastcgi: generation 1: Racket 8.18: forking from a loaded image: the runtime's epoll set and wake-up pipe: 2 epoll descriptors (6, 9), expected 1: each worker loads the app itself}|
+
+and the workers load the app themselves, as above (the status shows @tt{preload}
+@tt{unsafe}).
+
 @bold{The options.} @DFlag{preload} forks all the same, and logs what it found
 (@tt{generation 1: @literal{--preload}: forking all the same, though loading the app
 left what a fork cannot share: ...}): the loader and every worker then share those
