@@ -798,7 +798,8 @@ reloads, @filepath{manager-watch.rkt} is the tick (deadlines, the watchdog, memo
 @filepath{manager-notify.rkt} what it tells systemd (@secref["systemd"];
 @filepath{os/sd-notify.rkt} is the notify socket). A loader is @filepath{worker/loader.rkt} (run by
 @filepath{worker/loader-main.rkt}); @filepath{os/fork.rkt} forks a worker from it and checks what a
-fork cannot share; @filepath{os/child-process.rkt} is the manager's handle on a worker,
+fork cannot share (@filepath{os/runtime-fds.rkt} finds and probes the runtime's own
+descriptors, which a forked process replaces); @filepath{os/child-process.rkt} is the manager's handle on a worker,
 spawned or forked (the subreaper, the pidfd, memory read from @filepath{/proc}).
 
 @subsection[#:tag "memory"]{What each process holds}
