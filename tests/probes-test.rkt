@@ -13,6 +13,7 @@
          racket/list
          racket/port
          racket/promise
+         racket/runtime-path
          racket/system
          net/url-string
          rackunit
@@ -38,6 +39,8 @@
          "../fastcgi/private/dev/dev-static.rkt")
 
 (define V (version))
+(define-runtime-path probes-module "../fastcgi/private/util/probes.rkt")
+(define-runtime-path logging-module "../fastcgi/private/os/logging.rkt")
 
 ;; lines-of : (-> any) -> (values any (listof string)) ; the fastcgi warnings it logged
 (define (lines-of thunk)
@@ -63,8 +66,8 @@
   (define err (open-output-string))
   (parameterize ([current-error-port err] [current-output-port (open-output-nowhere)])
     (system* (find-executable-path "racket") "-e"
-             (format "~s" `(begin (require (file ,(path->string (collection-file-path "probes.rkt" "fastcgi/private/util")))
-                                           (file ,(path->string (collection-file-path "logging.rkt" "fastcgi/private/os"))))
+             (format "~s" `(begin (require (file ,(path->string probes-module))
+                                           (file ,(path->string logging-module)))
                                   (assumption-holds? "a thing" (λ () "it is broken") "the slow way")
                                   (start-stderr-logging! 'info)
                                   (flush-logging)))))
