@@ -1,7 +1,8 @@
 #lang racket/base
 ;; lazy.rkt: define-lazy loads its module at the first call, not before; passes positional
 ;; and keyword arguments and results through; the module is instantiated once, in the
-;; registry of the module that uses define-lazy, even when called under another namespace.
+;; registry of the module that uses define-lazy, even when called under another namespace,
+;; and once only when many threads call it first at the same time.
 (require compiler/cm
          racket/file
          rackunit
@@ -45,5 +46,30 @@
   (parameterize ([current-namespace (make-base-namespace)])
     (define add (dynamic-require user 'add))
     (check-exn exn:fail:contract? (λ () (add "x")))))
+
+;; a target whose instantiation yields (as a large one's does, loading from disk): the
+;; threads that ask for it meanwhile wait for it instead of finding it half made
+(define slow-target (build-path dir "slow.rkt"))
+(void (with-output-to-file slow-target
+  (λ () (write-string "#lang racket/base\n(provide slow)\n(sleep 0.2)\n(define (slow x) (* 2 x))\n"))))
+(define slow-user (build-path dir "slow-user.rkt"))
+(void (with-output-to-file slow-user
+  (λ () (write-string (format "#lang racket/base\n(require (file ~s))\n(provide slow)\n(define-lazy \"slow.rkt\" slow)\n"
+                              (path->string (simplify-path (path->complete-path "../fastcgi/private/util/lazy.rkt" (let-values ([(d n _) (split-path (syntax-source #'here))]) d)))))))))
+(parameterize ([current-namespace (make-base-namespace)]) (managed-compile-zo slow-user))
+
+(test-case "first calls from many threads at once all get the loaded module"
+  (parameterize ([current-namespace (make-base-namespace)])
+    (define slow (dynamic-require slow-user 'slow))
+    (define results (make-vector 10 #f))
+    (define ths (for/list ([i (in-range 10)])
+                  (thread (λ () (vector-set! results i (with-handlers ([exn:fail? exn-message] [exn:break? (λ (e) (quote broken))]) (slow i)))))))
+    ;; the first caller is broken while it waits (a request timeout): the load goes on
+    (sleep 0.05)
+    (break-thread (car ths))
+    (for-each thread-wait ths)
+    (check-equal? (for/list ([i (in-range 1 10)]) (vector-ref results i))
+                  (for/list ([i (in-range 1 10)]) (* 2 i)))
+    (check-equal? (slow 21) 42 "and a call after the break")))
 
 (delete-directory/files dir)

@@ -12,6 +12,7 @@
 ;; syntax, and dynamic-require of syntax instantiates the compile-time side of the module
 ;; and of everything it requires (for web-server's modules, a large part of a worker).
 (require (for-syntax racket/base)
+         ffi/unsafe/atomic
          racket/runtime-path)
 (provide define-lazy)
 
@@ -43,13 +44,40 @@
              (define name (wrap exports i 'name)) ...)))]))
 
 ;; lazy-exports : module-path-index variable-reference -> (-> vector)
-;; The submodule's exports, loaded at the first call.
+;; The submodule's exports, loaded at the first call, by one thread of its own that every
+;; caller until then waits for. Racket does not guard a module's instantiation from a
+;; second thread: one that asked while another was instantiating it found its variables
+;; unset ("name's binding is missing", "reference to a variable that is uninitialized"),
+;; and a burst of first requests to a fresh process all failed. The loading thread is not
+;; the caller's, so a break or kill that ends the caller (a request timeout) cannot stop
+;; an instantiation half done; it runs under the custodian of the module that used
+;; define-lazy, so a request's custodian shut down does not end it either.
 (define (lazy-exports mpi vr)
+  (define cust (current-custodian))
   (define v #f)
+  (define attempt #f)                   ; (or/c #f (cons thread (box (or/c #f exn))))
+  (define (load! failure)
+    (with-handlers ([(λ (e) #t) (λ (e) (set-box! failure e))])
+      (set! v ((parameterize ([current-namespace (variable-reference->empty-namespace vr)])
+                 (dynamic-require mpi 'exports))))))
   (λ ()
     (unless v
-      (set! v ((parameterize ([current-namespace (variable-reference->empty-namespace vr)])
-                 (dynamic-require mpi 'exports)))))
+      (define a (call-as-atomic
+                 (λ ()
+                   (unless attempt
+                     (define failure (box #f))
+                     (set! attempt (cons (parameterize ([current-custodian cust])
+                                           (thread (λ () (load! failure))))
+                                         failure)))
+                   attempt)))
+      (thread-wait (car a))
+      (unless v
+        ;; failed: the next call tries again
+        (call-as-atomic (λ () (when (eq? attempt a) (set! attempt #f))))
+        (raise (or (unbox (cdr a))
+                   (exn:fail (format "define-lazy: loading ~a ended before it was done"
+                                     (module-path-index-resolve mpi))
+                             (current-continuation-marks))))))
     v))
 
 ;; lazy-value : (-> vector) natural symbol -> (-> any) ; a thunk that gives the value
