@@ -41,10 +41,22 @@ mount_all() {
   done
 }
 
+# unmount_all DIR : what mount_all mounted under DIR, before anything removes DIR
+unmount_all() {
+  for m in tmp dev/pts dev sys proc; do
+    if mountpoint -q "$1/$m"; then umount "$1/$m" || umount -l "$1/$m"; fi
+  done
+}
+
 if [ ! -e "$dir/.fastcgi-ready" ]; then
   mkdir -p "$root_dir"
-  rm -rf "$dir.partial"
-  for m in tmp dev/pts dev sys proc; do umount "$dir.partial/$m" 2>/dev/null || true; done
+  # an earlier attempt that did not finish: removed, never through a mount (dev is /dev)
+  for d in "$dir" "$dir.partial"; do
+    [ -e "$d" ] || continue
+    unmount_all "$d"
+    if awk '{print $2}' /proc/mounts | grep -q "^$d/"; then log "mounts remain under $d: not removing it"; exit 1; fi
+    rm -rf "$d"
+  done
   log "debootstrap $base from $mirror (a few minutes)"
   debootstrap --variant=minbase "$base" "$dir.partial" "$mirror" >"$root_dir/$suite.debootstrap.log" 2>&1 \
     || { log "debootstrap failed; see $root_dir/$suite.debootstrap.log"; tail -5 "$root_dir/$suite.debootstrap.log" >&2; exit 1; }
