@@ -119,8 +119,8 @@
 
 ;; not-taken-from : fd fd -> (or/c #f string)
 ;; #f when a byte written to w is taken from r by the runtime, as it takes its wake-up
-;; bytes, within a second (about a millisecond on 8.7 and 8.18). A byte not taken is read
-;; back: the pipe is left as it was.
+;; bytes, within a second (the runtime takes it at its next sleep, which the loop's own
+;; sleeps bring). A byte not taken is read back: the pipe is left as it was.
 (define (not-taken-from r w)
   (cond
     [(not (= 1 (c-write w #"w" 1))) (format "cannot write to the pipe's write end ~a" w)]

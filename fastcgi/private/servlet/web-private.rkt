@@ -2,8 +2,8 @@
 ;; web-server's unchecked struct procedures, as its own request reader uses them: the
 ;; `private` submodules of web-server/http/request-structs and response-structs give the
 ;; request, header and binding constructors and accessors without their contracts, which
-;; cost on every request (the contracted request constructor about a microsecond, each
-;; header's a quarter of one, the response's output procedure wrapped again). Those
+;; cost on every request, and on each of its headers, many times what the constructors
+;; themselves do (the response's output procedure is wrapped again besides). Those
 ;; submodules are not documented, so each binding is checked here once, at load, against
 ;; the contracted one (util/probes.rkt): the same arity, and a value it makes reads back
 ;; through the contracted accessors (or it answers as the contracted one does). One that
@@ -11,8 +11,7 @@
 ;; of another number of fields than the adapter fills is refused at load.
 ;; Each name below is a macro: applied, it calls the private procedure, or the contracted
 ;; one after a failed check, on a flag set at load. A call through a variable that held
-;; the one chosen would cost more than the private one imported (measured in a loop:
-;; about 2.5 ns more a call, against a fraction of one for the flag).
+;; the one chosen costs measurably more than the private one imported; the flag does not.
 ;; Also Racket's own parameterization-key (of the primitive module '#%paramz), the mark
 ;; under which a continuation holds its parameterization (servlet.rkt's resume-as-now).
 (require (for-syntax racket/base)
