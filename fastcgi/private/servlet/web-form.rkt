@@ -116,7 +116,8 @@
 (define (no-addresses in) (values "" ""))
 
 ;; connection-manager : -> connection-manager
-;; Made with the first multipart body (its timer manager is a thread that waits).
+;; Made at its first use, the probe's multipart body at load (its timer manager is a
+;; thread that waits).
 (define (connection-manager)
   (unless manager (set! manager (start-connection-manager)))
   manager)
