@@ -2232,8 +2232,14 @@ off by default; turn it on (1 s is a good value to start from) where overload is
 @itemlist[
  @item{@racket[#:max-queue-delay] (@DFlag{max-queue-delay} @nonterm{secs}, off by
        default; 1 s is a good value to start from): ten times a
-       second the worker measures what a request costs, its CPU time over the requests
-       that finished, smoothed. Once a running handler has been at it longer than the
+       second the worker measures what a request costs: the CPU time its handler's
+       thread used, over the requests that finished, each counted alike and the older
+       ones less (a thread the handler starts itself is not counted). The CPU the process spends otherwise (reading
+       and starting requests, starting up) is not charged to the requests that happen to
+       finish; until 20 requests have finished, the ones missing count as free, but the
+       cost is never below what the running handlers have used so far: the first
+       requests of a fresh worker are its dearest, and a few of them do not make it shed
+       a burst. Once a running handler has been at it longer than the
        limit, the process is behind: the cost is then stretched by the share of a core
        the process gets (other processes take the rest; counted as at least a quarter). A request whose params complete while the handlers running times that
        cost, the work ahead of it, is over the limit gets 503 without running.

@@ -148,7 +148,7 @@
 
 ;; queue-delay-ms : server -> flonum
 ;; The CPU work ahead of a request admitted now: handlers running x the recent CPU cost of
-;; a request (see queue-delay-estimator in server.rkt). Under processor sharing that is about
+;; a request (see queue-delay-estimator in queue-delay.rkt). Under processor sharing that is about
 ;; how much later than alone the newcomer finishes.
 (define (queue-delay-ms srv)
   (* (unbox (server-running srv)) (unbox (server-request-cost srv)) (unbox (server-stretch srv))))

@@ -7,7 +7,8 @@
 (require ffi/unsafe/atomic
          "../util/catch.rkt" "../util/limits.rkt" "../util/log.rkt" "../util/table.rkt"
          "../protocol/protocol.rkt"
-         "wire.rkt" "owner.rkt" "request.rkt" "contain.rkt")
+         "wire.rkt" "owner.rkt" "request.rkt" "contain.rkt"
+         (only-in "queue-delay.rkt" handler-cpu-done!))
 (provide (struct-out rd)
          stat-add!
          observe!
@@ -77,6 +78,11 @@
         (call-as-handler-of
          r (λ () (call-handler (server-handler srv) r (limits-request-memory (server-limits srv)))))))
   (parameterize-break #f
+    ;; what it cost, counted before it stops running: the estimate that reads both
+    ;; (queue-delay.rkt) never sees it ended without its cost
+    (when (limits-max-queue-delay (server-limits srv))
+      ;; (#f only if it ended before its starter noted its thread: this one)
+      (handler-cpu-done! srv (or (fastcgi-request-handler r) (current-thread))))
     ;; the handler is done: its slot is free before the answer leaves, so a front that
     ;; sends the next request at once never finds a stale count (a false 503)
     (counter-add! (server-running srv) -1)

@@ -12,12 +12,13 @@
          "../util/log.rkt"
          "../os/poller.rkt"
          "../protocol/protocol.rkt"
-         (only-in "request.rkt" fastcgi-request-handler fastcgi-request-start-ms)
+         (only-in "request.rkt" fastcgi-request-start-ms)
          "../util/table.rkt"
          "timer.rkt"
          "../transport/transport.rkt"
          "wire.rkt"
-         "log-limit.rkt")
+         "log-limit.rkt"
+         "queue-delay.rkt")
 (provide start-server
          make-server
          (struct-out running-server))
@@ -290,56 +291,6 @@
 
 (define deadline-sweep-ms 250)
 (define estimate-period-ms 100)
-
-;; queue-delay-estimator : server -> (-> void)
-;; Racket shares the CPU among runnable threads in short slices, so a request admitted
-;; behind N compute-bound handlers finishes about N handlers' work later. At each run this
-;; estimates what one request costs: the process's CPU time over the requests that
-;; finished since the last estimate, smoothed. Finished, not started: in a burst many
-;; start at once and their CPU is spent later. While none finishes, the CPU spent so far
-;; over the handlers running is a lower bound. dispatch.rkt sheds a newcomer when
-;; handlers running x that cost x the stretch, the work ahead of it, is over
-;; max-queue-delay. Handlers that wait on I/O cost little CPU, so they hardly count.
-;; The stretch is 1 until a running handler has been at it longer than max-queue-delay:
-;; then the process is behind, and its work goes slower than its CPU cost by the share of
-;; a core it gets (other processes take the rest; counted as at least a quarter). Only
-;; then, so that a process that is not busy, and so uses little of a core, is not taken
-;; for a slow one.
-(define (queue-delay-estimator srv)
-  (define cost (server-request-cost srv))
-  (define stats (server-stats srv))
-  (define (finished) (- (hash-ref stats 'requests 0) (unbox (server-running srv))))
-  (define cpu0 (current-process-milliseconds))
-  (define n0 (finished))
-  (define t0 (current-inexact-monotonic-milliseconds))
-  (λ ()
-    (define cpu (current-process-milliseconds))
-    (define n (finished))
-    (define t (current-inexact-monotonic-milliseconds))
-    (define running (unbox (server-running srv)))
-    (define share (max 0.25 (min 1.0 (/ (- cpu cpu0) (max 1.0 (- t t0))))))
-    (set-box! (server-stretch srv) (if (and (positive? running) (overdue? srv)) (/ 1.0 share) 1.0))
-    (define (next! cpu n t) (set! cpu0 cpu) (set! n0 n) (set! t0 t))
-    (cond
-      [(> n n0)
-       (define sample (exact->inexact (/ (- cpu cpu0) (- n n0))))
-       (define old (unbox cost))
-       (set-box! cost (if (zero? old) sample (+ (* 0.7 old) (* 0.3 sample))))
-       (next! cpu n t)]
-      ;; nothing finished and nothing running: the CPU went to housekeeping, not requests
-      [(zero? running) (next! cpu n t)]
-      [else
-       (define bound (exact->inexact (/ (- cpu cpu0) running)))
-       (when (> bound (unbox cost)) (set-box! cost bound))])))
-
-;; overdue? : server -> boolean ; has a running handler passed max-queue-delay?
-(define (overdue? srv)
-  (define limit-ms (* 1000.0 (limits-max-queue-delay (server-limits srv))))
-  (define now (now-ms))
-  (with-handlers ([exn:fail? (λ (e) #f)])   ; the tables change under the scan
-    (for*/or ([c (in-list (table-values (server-connections srv)))]
-              [r (in-list (table-values (conn-requests c)))])
-      (and (fastcgi-request-handler r) (> (- now (fastcgi-request-start-ms r)) limit-ms)))))
 
 ;; take-over-inline! : server -> boolean
 ;; A handler run inline by its connection's reader (connection.rkt) that has run for
