@@ -1405,6 +1405,22 @@ close-on-exec (whatever the shell held). None of this changes what the server do
        (@exec{docker run --init}).}
 ]
 
+@bold{What it takes from Racket's insides.} The server relies on a few things Racket and
+web-server do not document: web-server's unchecked request, header and response
+procedures (the @tt{private} submodules of @tt{web-server/http/request-structs} and
+@tt{response-structs}), its request reader for form bodies, Chez Scheme's
+@tt{make-bytevector}, @tt{$object-address} (the zero-copy send) and
+@tt{heap-reserve-ratio}, Racket's @tt{parameterization-key}, and, for preloading, the
+runtime's own epoll set and wake-up pipe. Each is checked once, when its module loads (an
+arity, a value built and read back, a probe: a few bytes over a socket pair, a byte
+through the wake-up pipe). Where one is not as expected, the server logs one warning
+naming the Racket version, such as @tt{fastcgi: Racket 9.0: web-server's unchecked
+request constructor: takes 9 arguments, expected 8: using the contracted one}, and takes
+the documented or portable way (the contracted procedure, a copying send, zeroed buffers,
+per-worker loading instead of forking), or refuses what it cannot do right (a form body it
+cannot read as web-server does: 400; a web-server whose request struct has another number
+of fields: at load). On 8.7 and 8.18 every check holds and no such line appears.
+
 @bold{Containers.} @filepath{deploy/container/Dockerfile} runs @exec{raco fastcgi serve}
 as the container's PID 1 on Debian's @tt{racket} package. As PID 1 the kernel hands it
 only the signals it handles: it handles SIGTERM (@exec{docker stop}: a graceful stop, exit
