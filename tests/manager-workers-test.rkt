@@ -1,7 +1,7 @@
 #lang racket/base
 ;; manager-workers.rkt: stopping single workers (drain!, cut!, retire! and whom a retiring
 ;; worker hands its connections to), recycle!, and maintain! doing what the process manager
-;; decides. In this process (tests/lib/manager-fixture.rkt); the workers are `sleep`
+;; decides, replacing the workers waiting to be recycled one at a time (starts-now). In this process (tests/lib/manager-fixture.rkt); the workers are `sleep`
 ;; processes, so the signals are real. spawn! starts a real worker: the tests that start
 ;; `raco fastcgi serve` (manager-test, watchdog-test ...) cover it.
 (require racket/list
@@ -110,6 +110,25 @@
      (check-equal? (hash-ref (manager-totals m) 'recycled) 1)
      (check-equal? lines (list (format "fastcgi: recycling worker ~a: max requests 50" (worker-pid w))))
      (check-true (running? w)))))
+
+(test-case "starts-now: replacements of workers waiting to be recycled start one at a time"
+  (call-with-manager
+   #:config (λ (dir) (make-serve-config #:workers 2 #:app "/srv/app.rkt"))
+   (λ (m dir)
+     (define a (add-worker! m #:state 'ready))
+     (define b (add-worker! m #:state 'ready))
+     (check-equal? (starts-now m 1) 1 "none waiting: what the process manager asks")
+     ;; both past --max-memory at one tick
+     (set-worker-recycle! a "memory")
+     (set-worker-recycle! b "memory")
+     (check-equal? (starts-now m 2) 1 "two waiting: one replacement")
+     (define s (add-worker! m #:state 'starting))
+     (check-equal? (starts-now m 1) 0 "none more while it starts")
+     ;; it is ready, and the one it replaces retires (reports.rkt's ready!)
+     (set-worker-state! s 'ready)
+     (set-worker-state! a 'draining)
+     (check-equal? (starts-now m 1) 1 "then the next")
+     (check-equal? (starts-now m 2) 2 "a worker gone otherwise is replaced beside it"))))
 
 (test-case "maintain!: the process manager's stops are retired; a pool at its limit is counted; nothing once stopping"
   (call-with-manager

@@ -1077,7 +1077,11 @@ sessions' memory bound (@DFlag{servlet-memory}, ours) goes on, on the monotonic 
        generation's loader, @secref["preload"]), and only when that one is ready does the
        old one drain and exit. The old worker goes on serving meanwhile, so the limits are
        soft by the time a new worker takes to start (to load the app, for one that is not
-       forked). With
+       forked). Workers waiting to be recycled are replaced one at a time: the next
+       replacement starts once no other worker of the pool is starting, so workers that
+       grow alike and pass @DFlag{max-memory} together (or reach @DFlag{max-requests}
+       together) are not all replaced at the same moment, and the others serve on
+       meanwhile. With
        @DFlag{max-requests-jitter} @nonterm{n}, each worker draws its own limit when it
        starts, uniformly between @DFlag{max-requests} and @DFlag{max-requests} plus
        @nonterm{n} (from the kernel's random source: workers started in the same

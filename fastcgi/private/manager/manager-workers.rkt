@@ -23,7 +23,8 @@
          cut!
          retire!
          recycle!
-         maintain!)
+         maintain!
+         starts-now)
 
 (define-runtime-path worker-module "../worker/worker-main.rkt")
 (define-runtime-path loader-module "../worker/loader-main.rkt")
@@ -298,11 +299,27 @@
     (for ([p (in-list (pm-decision-stop decision))])
       (define w (hash-ref (manager-workers m) p #f))
       (when w (retire! m w (pm-decision-why decision))))
-    (define n (max 0 (- (pm-decision-start decision) (pending-forks m (manager-gen m)))))
+    (define n (starts-now m (max 0 (- (pm-decision-start decision) (pending-forks m (manager-gen m))))))
     (when (and (positive? n) (not (manager-reload-gen m)))
       (cond
         [(< now (manager-next-spawn-ms m)) (void)]
         [else (for ([_ (in-range n)]) (spawn! m (manager-gen m)))]))))
+
+;; starts-now : manager natural -> natural
+;; Of n workers the process manager wants started, how many start now: those that replace
+;; workers waiting to be recycled start one at a time, once no other worker of the serving
+;; generation is starting. Workers that grow alike pass --max-memory together (as workers
+;; started together reach --max-requests together without --max-requests-jitter), and
+;; replacing them all at once left the pool to just-started workers, each handed every
+;; kept connection of the one it replaced while the new processes took the cores. One at
+;; a time, the others serve on meanwhile; the hard ceiling still stops one at once (cut!).
+(define (starts-now m n)
+  (define current (serving m (manager-gen m)))
+  (define replacing (min n (count worker-recycle current)))
+  (define in-flight (+ (pending-forks m (manager-gen m))
+                       (count (λ (w) (and (eq? (worker-state w) 'starting) (not (worker-recycle w))))
+                              current)))
+  (- n (- replacing (min replacing (if (zero? in-flight) 1 0)))))
 
 ;; worker-view : worker -> pm-worker
 (define (worker-view w)
