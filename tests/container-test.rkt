@@ -110,7 +110,10 @@
      ;; ctl inside the namespace, as `docker exec` runs it
      (display-to-file (app-source "v2") (build-path (pid1-dir s) "app.rkt") #:exists 'truncate)
      (define-values (code out err)
+       ;; --root: the target's root (which a test run in a chroot does not share with the
+       ;; mount namespace's), as `docker exec` is in the container's
        (run-program* nsenter (list "--target" (number->string (pid1-host-pid s)) "--pid" "--mount"
+                                   "--root" "--wd"
                                    raco "fastcgi" "ctl" "reload" "--timeout" "40"
                                    "--pid-file" (path->string (pid1-pid-file s)))))
      (check-equal? code 0 err)

@@ -27,7 +27,22 @@ if ! command -v debootstrap >/dev/null; then
   apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq debootstrap >/dev/null
 fi
 
+# unmount_all DIR : what mount_all mounted under DIR, before anything removes DIR
+unmount_all() {
+  for m in tmp dev/pts dev sys proc; do
+    if mountpoint -q "$1/$m"; then umount "$1/$m" || umount -l "$1/$m"; fi
+  done
+  if mountpoint -q "$1"; then umount "$1" || umount -l "$1"; fi
+}
+
+# mount_all : the chroot's folder bound onto itself first (its / must be a mount point,
+# or `unshare --mount-proc` inside cannot make its mounts private: container-test), then
+# proc, sys, dev, dev/pts and a tmpfs on tmp
 mount_all() {
+  if ! mountpoint -q "$dir"; then
+    unmount_all "$dir"
+    mount --bind "$dir" "$dir"
+  fi
   for m in proc sys dev dev/pts tmp; do
     mountpoint -q "$dir/$m" && continue
     mkdir -p "$dir/$m"
@@ -38,13 +53,6 @@ mount_all() {
       dev/pts) mount -t devpts -o newinstance,ptmxmode=0666 devpts "$dir/dev/pts" ;;
       tmp) mount -t tmpfs -o mode=1777 tmpfs "$dir/tmp" ;;
     esac
-  done
-}
-
-# unmount_all DIR : what mount_all mounted under DIR, before anything removes DIR
-unmount_all() {
-  for m in tmp dev/pts dev sys proc; do
-    if mountpoint -q "$1/$m"; then umount "$1/$m" || umount -l "$1/$m"; fi
   done
 }
 

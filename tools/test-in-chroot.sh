@@ -10,7 +10,7 @@ set -euo pipefail
 suite="$1"; shift
 here="$(cd "$(dirname "$0")/.." && pwd)"
 # what those tests start: the fronts and peers, the C compiler, the tools they call
-packages="nginx lighttpd curl gcc libc6-dev make faketime prometheus php-fpm libfcgi-bin libsqlite3-0 golang-go
+packages="nginx lighttpd curl gcc libc6-dev make faketime prometheus php-fpm libfcgi-bin libsqlite3-0 golang-go wrk
   systemd iproute2 procps util-linux bash psmisc"
 dir=$("$here/tools/racket-chroot.sh" "$suite" $packages)
 src="$dir/src/fastcgi-checkout"
