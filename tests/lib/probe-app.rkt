@@ -5,22 +5,25 @@
          zombie-children)
 
 ;; app-source : string -> string
-;; A raw app. "/" answers VERSION; "/fds" starts `sleep` (with a file of its own open, as
-;; an app holds files) and answers the descriptors the sleep holds; "/daemon" runs a
+;; A raw app. "/" answers VERSION; "/fds" starts `sleep` (with a file of its own open
+;; without close-on-exec, as a C library holds one) and answers the descriptors the sleep holds; "/daemon" runs a
 ;; program that leaves a background process behind when it exits (an orphan).
 (define (app-source version)
   (string-append
    "#lang racket/base\n"
-   "(require racket/port racket/string racket/system fastcgi)\n"
+   "(require ffi/unsafe racket/port racket/string racket/system fastcgi)\n"
+   "(define c-open (get-ffi-obj \"open\" #f (_fun _path _int -> _int)))\n"
+   "(define c-close (get-ffi-obj \"close\" #f (_fun _int -> _int)))\n"
    "(provide fastcgi-handler)\n"
    "(define (answer r s) (write-string (string-append \"Content-Type: text/plain\\r\\n\\r\\n\" s) (fastcgi-request-stdout r)))\n"
    "(define (sleep-fds)\n"
-   "  (define held (open-input-file \"/etc/hostname\"))\n"
+   ";; as a C library opens a file: without close-on-exec\n"
+   "  (define held (c-open \"/etc/hostname\" 0))\n"
    "  (define-values (sp o i e) (subprocess #f #f #f \"/bin/sleep\" \"30\"))\n"
    ";; until it runs sleep: between its fork and its exec it still holds what its parent holds\n"
    "  (let wait () (unless (regexp-match? #rx\"sleep\" (call-with-input-file (format \"/proc/~a/comm\" (subprocess-pid sp)) port->string)) (sleep 0.01) (wait)))\n"
    "  (define fds (for/list ([f (directory-list (format \"/proc/~a/fd\" (subprocess-pid sp)))]) (path->string f)))\n"
-   "  (subprocess-kill sp #t) (close-input-port held)\n"
+   "  (subprocess-kill sp #t) (c-close held)\n"
    "  (for ([p (list o i e)]) (if (input-port? p) (close-input-port p) (close-output-port p)))\n"
    "  (string-join (sort fds < #:key string->number) \" \"))\n"
    "(define (fastcgi-handler r)\n"
