@@ -27,8 +27,8 @@
 ;; response?, for the check of a servlet's answer on every request: loaded on the first
 ;; check, then called directly (a define-lazy wrapper costs many times the predicate itself
 ;; on every call). Through define-lazy, not dynamic-require of its name: the export is
-;; contracted, so syntax, and its dynamic-require instantiated racket/contract's
-;; compile-time side, 140 ms of CPU inside the first servlet request of every process
+;; contracted, so syntax, and dynamic-require of it instantiates racket/contract's
+;; compile-time side: 140 ms of CPU inside the first servlet request of every process
 ;; (past a 0.5 s request timeout on a busy machine).
 (define-lazy web-server/http/response-structs #:values response?)
 (define response-pred #f)

@@ -849,9 +849,9 @@
           ;; The hard ceiling (twice --max-memory by default) is set above what the whole
           ;; leak could add to one worker: this scenario is the graceful recycle. A forked
           ;; worker's private memory is not settled until its first major collections copy
-          ;; the image it inherited (a light load left 1 to 3 MiB of it; 25 to 45 once
-          ;; collected, with no leak), and workers draining behind their replacements
-          ;; passed a ceiling of twice 25 MiB and were cut with requests in flight.
+          ;; the image it inherited (after a light load 1 to 3 MiB of it; 25 to 45 once
+          ;; collected, with no leak), so workers draining behind their replacements would
+          ;; pass a ceiling of twice the limit and be cut with requests in flight.
           (define warm-mib (worker-rss-mib c))
           (define max-memory (format "~am" (+ warm-mib 24)))
           (define max-memory-hard (format "~am" (+ warm-mib 24 160)))

@@ -17,9 +17,9 @@
 ;; counted as running. A handler's own thread, not the process: the process's CPU also
 ;; goes to reading and starting the requests that have not ended yet (a burst, the kept
 ;; connections a retiring sibling hands over), to starting up (a forked worker's first
-;; collections write its whole inherited heap), and to whatever else the process runs,
-;; and charging all of it to the few requests that ended in a moment made a request look
-;; hundreds of times dearer than it was: a fresh worker shed 503s.
+;; collections write its whole inherited heap), and to whatever else the process runs;
+;; charged to the few requests that end in a moment, it makes a request look hundreds of
+;; times dearer than it is, and a fresh worker handed a burst would shed it.
 (define (handler-cpu-done! srv t)
   (stat-add-n! srv 'handler-cpu (current-process-milliseconds t)))
 

@@ -310,8 +310,8 @@
 ;; workers waiting to be recycled start one at a time, once no other worker of the serving
 ;; generation is starting. Workers that grow alike pass --max-memory together (as workers
 ;; started together reach --max-requests together without --max-requests-jitter), and
-;; replacing them all at once left the pool to just-started workers, each handed every
-;; kept connection of the one it replaced while the new processes took the cores. One at
+;; replacing them all at once leaves the pool to just-started workers, each handed every
+;; kept connection of the one it replaces while the new processes take the cores. One at
 ;; a time, the others serve on meanwhile; the hard ceiling still stops one at once (cut!).
 (define (starts-now m n)
   (define current (serving m (manager-gen m)))

@@ -46,9 +46,9 @@
 ;; lazy-exports : module-path-index variable-reference -> (-> vector)
 ;; The submodule's exports, loaded at the first call, by one thread of its own that every
 ;; caller until then waits for. Racket does not guard a module's instantiation from a
-;; second thread: one that asked while another was instantiating it found its variables
+;; second thread: one that asks while another is instantiating it finds its variables
 ;; unset ("name's binding is missing", "reference to a variable that is uninitialized"),
-;; and a burst of first requests to a fresh process all failed. The loading thread is not
+;; so a burst of first requests to a fresh process would all fail. The loading thread is not
 ;; the caller's, so a break or kill that ends the caller (a request timeout) cannot stop
 ;; an instantiation half done; it runs under the custodian of the module that used
 ;; define-lazy, so a request's custodian shut down does not end it either.
