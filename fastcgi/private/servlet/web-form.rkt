@@ -20,7 +20,8 @@
          racket/promise
          (only-in web-server/http/request make-read-request parse-bindings)
          (only-in web-server/http/request-structs request-bindings/raw-promise binding-id
-                  binding:form-value binding:file? binding:file-filename binding:file-content)
+                  binding:form-value binding:file? binding:file-filename binding:file-content
+                  binding:file/port? binding:file/port-in)
          web-server/safety-limits
          (only-in web-server/private/connection-manager
                   connection-timer new-connection start-connection-manager)
@@ -130,11 +131,23 @@
 ;; file's name and content).
 (define probe-urlencoded #"a=1&b=x%20y&c")
 (define probe-urlencoded-bindings '((#"a" #"1") (#"b" #"x y") (#"c" #"")))
+;; The multipart form has a file part only: web-server's reader makes a temporary file for
+;; each part it reads (spooled to past a threshold), and leaves it; a file part's is found
+;; by its port's name and removed (spooled-files-removed), where a field's cannot be.
 (define probe-multipart
-  (bytes-append #"--XyZ\r\nContent-Disposition: form-data; name=\"a\"\r\n\r\nhello\r\n"
-                #"--XyZ\r\nContent-Disposition: form-data; name=\"f\"; filename=\"x.txt\"\r\n"
+  (bytes-append #"--XyZ\r\nContent-Disposition: form-data; name=\"f\"; filename=\"x.txt\"\r\n"
                 #"Content-Type: text/plain\r\n\r\nfile content\r\n--XyZ--\r\n"))
-(define probe-multipart-bindings '((#"a" #"hello") (#"f" #"x.txt" #"file content")))
+(define probe-multipart-bindings '((#"f" #"x.txt" #"file content")))
+
+;; spooled-files-removed : (listof binding) -> (listof binding)
+;; The bindings, once the temporary files behind their file parts are gone: the probe runs
+;; in every process that loads a servlet, and a pool keeps nothing in the temporary folder.
+(define (spooled-files-removed bs)
+  (for ([b (in-list bs)] #:when (binding:file/port? b))
+    (define name (object-name (binding:file/port-in b)))
+    (when (or (path? name) (string? name))
+      (with-handlers ([exn:fail:filesystem? void]) (delete-file name))))
+  bs)
 
 ;; binding->list : binding -> list ; a form field's name and value, a file's name, file name and content
 (define (binding->list b)
@@ -158,8 +171,9 @@
                       (λ () (bindings-probe (λ () (parse probe-urlencoded)) probe-urlencoded-bindings))
                       "application/x-www-form-urlencoded bodies are refused (400)")
    (if (assumption-holds? "web-server's make-read-request (web-server/http/request) on a multipart body"
-                          (λ () (bindings-probe (λ () (multipart (open-input-bytes probe-multipart) #"XyZ"
-                                                                 (make-safety-limits #:request-read-timeout +inf.0)))
+                          (λ () (bindings-probe (λ () (spooled-files-removed
+                                                       (multipart (open-input-bytes probe-multipart) #"XyZ"
+                                                                  (make-safety-limits #:request-read-timeout +inf.0))))
                                                 probe-multipart-bindings))
                           "multipart/form-data bodies are refused (400)")
        multipart
