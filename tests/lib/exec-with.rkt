@@ -24,34 +24,36 @@
 (define numbers (hash "HUP" 1 "INT" 2 "QUIT" 3 "USR1" 10 "PIPE" 13 "TERM" 15))
 (define (signals s) (for/list ([n (in-list (string-split s ","))]) (hash-ref numbers n)))
 
-(define ignore '())
-(define block '())
-(define fds '())
-(define argv
-  (command-line
-   #:once-each
-   [("--ignore") s "signals to ignore" (set! ignore (signals s))]
-   [("--block") s "signals to block" (set! block (signals s))]
-   #:multi
-   [("--open-fd") spec "N:PATH: PATH open for reading and writing as descriptor N"
-    (set! fds (cons (string-split spec ":") fds))]
-   #:args (program . args) (cons program args)))
+;; in main: raco test (which loads every module under tests/) runs nothing of it
+(module+ main
+  (define ignore '())
+  (define block '())
+  (define fds '())
+  (define argv
+    (command-line
+     #:once-each
+     [("--ignore") s "signals to ignore" (set! ignore (signals s))]
+     [("--block") s "signals to block" (set! block (signals s))]
+     #:multi
+     [("--open-fd") spec "N:PATH: PATH open for reading and writing as descriptor N"
+      (set! fds (cons (string-split spec ":") fds))]
+     #:args (program . args) (cons program args)))
 
-;; this racket's own descriptors (its event poll, its pipes) are not the program's
-(for ([name (in-list (directory-list "/proc/self/fd"))])
-  (define fd (string->number (path->string name)))
-  (when (and fd (>= fd 3)) (c-fcntl fd 2 1)))          ; F_SETFD FD_CLOEXEC
-;; Racket ignores SIGPIPE itself: the program gets it as a shell would give it
-(void (c-signal 13 0))
-(for ([s (in-list ignore)]) (c-signal s 1))
-(define set (make-bytes 128 0))
-(void (c-sigemptyset set))
-(for ([s (in-list block)]) (c-sigaddset set s))
-(void (c-sigprocmask 2 set #f))
-(for ([spec (in-list fds)])
-  (define fd (c-open (string->path (cadr spec)) 2))
-  (when (negative? fd) (error 'exec-with "cannot open ~a" (cadr spec)))
-  (void (c-dup2 fd (string->number (car spec))))
-  (unless (= fd (string->number (car spec))) (void (c-close fd))))
-(exec-program! (car argv) (cdr argv))
-(error 'exec-with "cannot run ~a" (car argv))
+  ;; this racket's own descriptors (its event poll, its pipes) are not the program's
+  (for ([name (in-list (directory-list "/proc/self/fd"))])
+    (define fd (string->number (path->string name)))
+    (when (and fd (>= fd 3)) (c-fcntl fd 2 1)))          ; F_SETFD FD_CLOEXEC
+  ;; Racket ignores SIGPIPE itself: the program gets it as a shell would give it
+  (void (c-signal 13 0))
+  (for ([s (in-list ignore)]) (c-signal s 1))
+  (define set (make-bytes 128 0))
+  (void (c-sigemptyset set))
+  (for ([s (in-list block)]) (c-sigaddset set s))
+  (void (c-sigprocmask 2 set #f))
+  (for ([spec (in-list fds)])
+    (define fd (c-open (string->path (cadr spec)) 2))
+    (when (negative? fd) (error 'exec-with "cannot open ~a" (cadr spec)))
+    (void (c-dup2 fd (string->number (car spec))))
+    (unless (= fd (string->number (car spec))) (void (c-close fd))))
+  (exec-program! (car argv) (cdr argv))
+  (error 'exec-with "cannot run ~a" (car argv)))
