@@ -2253,13 +2253,14 @@ off by default; turn it on (1 s is a good value to start from) where overload is
  @item{@racket[#:max-queue-delay] (@DFlag{max-queue-delay} @nonterm{secs}, off by
        default; 1 s is a good value to start from): ten times a
        second the worker measures what a request costs: the CPU time its handler's
-       thread used, over the requests that finished, each counted alike and the older
-       ones less (a thread the handler starts itself is not counted). The CPU the process spends otherwise (reading
-       and starting requests, starting up) is not charged to the requests that happen to
-       finish; until 20 requests have finished, the ones missing count as free, but the
-       cost is never below what the running handlers have used so far: the first
-       requests of a fresh worker are its dearest, and a few of them do not make it shed
-       a burst. Once a running handler has been at it longer than the
+       thread used, over the requests that finished, plus the rest of the process's CPU
+       (reading, writing, threads a handler starts) over the requests that arrived, each
+       request counted alike and the older ones less. So the CPU spent reading a burst is
+       spread over the burst, not charged to the few of it that finish first; until 20
+       requests have finished, the ones missing count as free, but the handlers' part is
+       never below what the running handlers have used so far: the first requests of a
+       fresh worker are its dearest, and a few of them do not make it shed a burst. Once
+       a running handler has been at it longer than the
        limit, the process is behind: the cost is then stretched by the share of a core
        the process gets (other processes take the rest; counted as at least a quarter). A request whose params complete while the handlers running times that
        cost, the work ahead of it, is over the limit gets 503 without running.
