@@ -87,9 +87,12 @@
      (check-equal? (load-error g) "app.rkt:1:0: bad syntax"))))
 
 ;; cmdline : natural -> (listof string) ; a process's arguments, from /proc
+;; (empty while the process execs: '(), and the caller waits on)
 (define (cmdline pid)
   (define bs (file->bytes (format "/proc/~a/cmdline" pid)))
-  (map bytes->string/utf-8 (regexp-split #rx#"\0" (subbytes bs 0 (sub1 (bytes-length bs))))))
+  (if (zero? (bytes-length bs))
+      '()
+      (map bytes->string/utf-8 (regexp-split #rx#"\0" (subbytes bs 0 (sub1 (bytes-length bs)))))))
 
 (test-case "a process is started with its serve-config as config.rkt writes it, and dev's settings"
   (call-with-temp-dir
