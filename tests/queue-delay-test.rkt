@@ -86,6 +86,24 @@
     (tick!))
   (check-= (unbox (server-request-cost srv)) 1.5 0.3))
 
+(test-case "a handler left running after the load stopped: the housekeeping is not charged to requests"
+  ;; 200 requests of 1.5 ms, then the load stops while one handler waits (a hang the
+  ;; request timeout ends 2 s later); the process goes on with its timers and reports,
+  ;; 1 ms a run, and no request arrives: a request still costs what it did
+  (define srv (fresh-server))
+  (define tick! (queue-delay-estimator srv))
+  (for ([k (in-range 1 21)])
+    (spin! 15)
+    (requests! srv (* 10 k) 1 (* 5 k))
+    (tick!))
+  (define before (unbox (server-request-cost srv)))
+  (for ([_ (in-range 20)])
+    (spin! 1)
+    (tick!))
+  (check-true (< (unbox (server-request-cost srv)) (* 2 before))
+              (format "~a ms a request after 2 s of housekeeping, ~a before" (unbox (server-request-cost srv)) before))
+  (check-false (over-limit? srv) (format "~a ms of work ahead" (queue-delay-ms srv))))
+
 (test-case "handler-cpu-done! adds the CPU its handler thread used"
   (define srv (fresh-server))
   (define t (thread (λ () (spin! 30))))

@@ -2285,8 +2285,11 @@ answered in milliseconds rather than after the queue it is refused from.
 A shed request is answered @tt{Status: 503 Service Unavailable} with
 @wire{END_REQUEST}, in about the time a hello-world request takes, and the connection
 stays open. The log gets at most one warning line a second for all of them
-(@tt{overloaded: answered 503 (... ms of CPU work ahead, over the 1000 ms allowed
-(max-queue-delay)); 412 more shed since the last such line}), and the status page counts
+(@tt{overloaded: answered 503 (1187 ms of CPU work ahead (90 handlers running x 3.3 ms
+a request x 4.0 for its share of a core), over the 1000 ms allowed (max-queue-delay)); 412
+more shed since the last such line}: the work ahead is the handlers running, times what a
+request has recently cost in CPU, times how much slower than that the process runs when
+it gets only part of a core), and the status page counts
 them (@tt{shed_requests}, and per worker @tt{shed} and @tt{queue_delay}). Behind nginx,
 the 503 reaches the client as it is (@tt{fastcgi_next_upstream} does not retry a 503
 unless told @tt{http_503}; with several app hosts, telling it so sends the request to a

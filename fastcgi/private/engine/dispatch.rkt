@@ -216,8 +216,11 @@
     [(>= (unbox (server-running srv)) (limits-max-concurrent lim))
      (shed! c r (λ () (format "over ~a handlers running (max-concurrent)" (limits-max-concurrent lim))))]
     [(shed? srv lim)
-     (shed! c r (λ () (format "~a ms of CPU work ahead, over the ~a ms allowed (max-queue-delay)"
+     (shed! c r (λ () (format "~a ms of CPU work ahead (~a handlers running x ~a ms a request x ~a for its share of a core), over the ~a ms allowed (max-queue-delay)"
                         (inexact->exact (round (queue-delay-ms srv)))
+                        (unbox (server-running srv))
+                        (/ (round (* 10 (unbox (server-request-cost srv)))) 10.0)
+                        (/ (round (* 100 (unbox (server-stretch srv)))) 100.0)
                         (inexact->exact (round (* 1000 (limits-max-queue-delay lim)))))))]
     [(waited-past? r lim)
      => (λ (waited)

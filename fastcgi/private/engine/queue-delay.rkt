@@ -48,7 +48,11 @@
 ;; - the rest of the process's CPU (reading, writing, what a handler's own threads do),
 ;;   over the requests admitted meanwhile: most of it is spent as a request arrives, so a
 ;;   burst's is spread over the burst, not charged to the few of it that end first.
-;;   While no request runs and none arrives, the process's CPU is housekeeping.
+;;   In a run in which no request arrives, the process's CPU is housekeeping (the timer,
+;;   the reports to the manager) and is left out, even while handlers run on: a handler
+;;   that waits (a hang the request timeout ends, a long poll) would otherwise have that
+;;   housekeeping charged to ever fewer requests as the sums decay, until a request cost
+;;   seconds and the next one was shed.
 ;; dispatch.rkt sheds a newcomer when handlers running x that cost x the stretch, the
 ;; work ahead of it, is over max-queue-delay. Handlers that wait on I/O cost little CPU,
 ;; so they hardly count.
@@ -81,7 +85,7 @@
     (define live-mean (if (zero? live) 0.0 (exact->inexact (/ live-ms live))))
     (define share (max 0.25 (min 1.0 (/ (- cpu cpu0) (max 1.0 (- t t0))))))
     (set-box! (server-stretch srv) (if (and (positive? running) (overdue? srv)) (/ 1.0 share) 1.0))
-    (unless (and (zero? running) (= a last-a))
+    (when (> a last-a)
       (sums-add! others (- (- cpu last-cpu) (- (+ h live-ms) last-hs)) (- a last-a)))
     (cond
       [(> n last-n)
