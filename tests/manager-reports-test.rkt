@@ -8,6 +8,7 @@
          racket/port
          rackunit
          "../fastcgi/private/worker/control.rkt"
+         "../fastcgi/private/worker/lines.rkt"
          "../fastcgi/private/manager/manager-reports.rkt"
          "../fastcgi/private/manager/manager-state.rkt"
          "../fastcgi/private/manager/manager-status.rkt"
@@ -25,18 +26,23 @@
 
 (define (next-message m) (sync/timeout 5 (manager-messages m)))
 
+;; A worker's line and a loader's, as the control thread hands them on (lines.rkt).
+(define (wline s) (parse-line 'worker s))
+(define (lline s) (parse-line 'loader s))
+
 (test-case "a worker's connection: keys, then its port, each line, and its end reach the main loop"
   (call-with-manager
    (λ (m dir)
      (define t (start-control-thread! m))
      (define-values (in out) (connect m))
-     (write-string "hello 4242\nstat 1 2 3 4 5 6\nready\n" out)
+     (write-string "hello 4242\nstat requests=1 active=2\nready\nno such line\n" out)
      (flush-output out)
      (define first-msg (next-message m))
      (check-equal? (first first-msg) 4242)
      (check-pred output-port? (second first-msg))
-     (check-equal? (next-message m) '(4242 "stat 1 2 3 4 5 6"))
-     (check-equal? (next-message m) '(4242 "ready"))
+     (check-equal? (next-message m) (list 4242 (cons 'stat (hasheq 'requests 1 'active 2))))
+     (check-equal? (next-message m) (list 4242 (cons 'ready (hasheq))))
+     (check-equal? (next-message m) (list 4242 #f) "a line that is no message of a worker's")
      (close-output-port out)
      (close-input-port in)
      (check-equal? (next-message m) (list 4242 eof))
@@ -63,28 +69,29 @@
      (define port (open-output-nowhere))
      (message! m (list (worker-pid w) port))
      (check-eq? (worker-control w) port)
-     (message! m (list (worker-pid w) "nothing known"))
+     (message! m (list (worker-pid w) #f))
      (check-true (> (worker-heard-ms w) 0) "a line of any kind is heard")
      (message! m (list (worker-pid w) eof))
      (check-true (worker-reports-done? w))
-     (message! m (list 1 "ready"))                    ; no such worker: nothing happens
+     (message! m (list 1 (wline "ready")))            ; no such worker: nothing happens
      (check-eq? (worker-state w) 'starting))))
 
-(test-case "stat: six numbers or more set the counters; fewer, or a bad one, change nothing"
+(test-case "stat: the counters it names are set, others stay; a bad one changes nothing"
   ;; line -> requests active connections slow shed queue-delay sessions log-dropped
   (define table
-    '(("stat 1 2 3 4 5 6" (1 2 3 4 5 6 0 0))
-      ("stat 1 2 3 4 5 6 7" (1 2 3 4 5 6 7 0))
-      ("stat 1 2 3 4 5 6 7 8 9 10" (1 2 3 4 5 6 7 8))
-      ("stat 1 2 3 4 5" (0 0 0 0 0 0 0 0))
-      ("stat 1 2 x 4 5 6" (0 0 0 0 0 0 0 0))
-      ("stat 1 2 3 4 5 -6" (0 0 0 0 0 0 0 0))
-      ("stat 1 2 3 4 5 6 x" (1 2 3 4 5 6 0 0))))
+    '(("stat requests=1 active=2 connections=3 slow=4 shed=5 queue-delay=6" (1 2 3 4 5 6 0 0))
+      ("stat requests=1 active=2 connections=3 slow=4 shed=5 queue-delay=6 sessions=7" (1 2 3 4 5 6 7 0))
+      ("stat requests=1 active=2 connections=3 slow=4 shed=5 queue-delay=6 sessions=7 log-dropped=8 oldest-age-ms=0 newer=10"
+       (1 2 3 4 5 6 7 8))
+      ("stat connections=3 requests=1" (1 0 3 0 0 0 0 0))
+      ("stat requests=1 active=2 connections=x slow=4 shed=5 queue-delay=6" (0 0 0 0 0 0 0 0))
+      ("stat requests=1 active=2 connections=3 slow=4 shed=5 queue-delay=-6" (0 0 0 0 0 0 0 0))
+      ("stat 1 2 3 4 5 6" (0 0 0 0 0 0 0 0))))
   (call-with-manager
    (λ (m dir)
      (for ([row (in-list table)])
        (define w (add-worker! m))
-       (message! m (list (worker-pid w) (first row)))
+       (message! m (list (worker-pid w) (wline (first row))))
        (check-equal? (map (λ (get) (get w))
                           (list worker-requests worker-active worker-connections worker-slow
                                 worker-shed worker-queue-delay worker-sessions worker-log-dropped))
@@ -96,27 +103,27 @@
    (λ (m dir)
      (define w (add-worker! m))
      (set-worker-last-busy-ms! w #f)
-     (message! m (list (worker-pid w) "stat 0 0 0 0 0 0"))
+     (message! m (list (worker-pid w) (wline "stat requests=0 active=0")))
      (check-false (worker-last-busy-ms w))
-     (message! m (list (worker-pid w) "stat 0 1 0 0 0 0"))
+     (message! m (list (worker-pid w) (wline "stat requests=0 active=1")))
      (check-true (real? (worker-last-busy-ms w)))
      (set-worker-last-busy-ms! w #f)
-     (message! m (list (worker-pid w) "stat 3 0 0 0 0 0"))
+     (message! m (list (worker-pid w) (wline "stat requests=3 active=0")))
      (check-true (real? (worker-last-busy-ms w))))))
 
 (test-case "failed, recycle and ready"
   (call-with-manager
    (λ (m dir)
      (define w (add-worker! m))
-     (message! m (list (worker-pid w) "failed cannot open /var/log/x: denied"))
+     (message! m (list (worker-pid w) (wline "failed cannot open /var/log/x: denied")))
      (check-equal? (worker-failure w) "cannot open /var/log/x: denied")
-     (define-values (_ lines) (capture-log (λ () (message! m (list (worker-pid w) "ready")))))
+     (define-values (_ lines) (capture-log (λ () (message! m (list (worker-pid w) (wline "ready"))))))
      (check-eq? (worker-state w) 'ready)
      (check-true (real? (worker-ready-ms w)))
      (check-true (manager-ever-ready? m))
      (check-not-false (manager-last-board m) "ready publishes the board")
      (check-not-false (member (format "fastcgi: worker ~a ready (generation 1)" (worker-pid w)) lines))
-     (message! m (list (worker-pid w) "recycle max requests 50"))
+     (message! m (list (worker-pid w) (wline "recycle max requests 50")))
      (check-equal? (worker-recycle w) "max requests 50")
      (check-equal? (hash-ref (manager-totals m) 'recycled) 1))))
 
@@ -127,7 +134,7 @@
      (define older (add-worker! m #:state 'ready #:now 0.))
      (for ([w (list old older)]) (set-worker-recycle! w "max requests"))
      (define fresh (add-worker! m))
-     (message! m (list (worker-pid fresh) "ready"))
+     (message! m (list (worker-pid fresh) (wline "ready")))
      (check-eq? (worker-state older) 'draining)
      (check-equal? (worker-signalled older) SIGTERM "no control connection: drained by SIGTERM")
      (check-eq? (worker-state old) 'ready))))
@@ -142,10 +149,10 @@
      (set-manager-reload-covers! m 1)
      (define new1 (add-worker! m #:generation 2))
      (define new2 (add-worker! m #:generation 2))
-     (message! m (list (worker-pid new1) "ready"))
+     (message! m (list (worker-pid new1) (wline "ready")))
      (check-equal? (manager-gen m) 1 "one of two ready: the old generation serves")
      (check-eq? (worker-state old) 'ready)
-     (define-values (_ lines) (capture-log (λ () (message! m (list (worker-pid new2) "ready")))))
+     (define-values (_ lines) (capture-log (λ () (message! m (list (worker-pid new2) (wline "ready"))))))
      (check-equal? (manager-gen m) 2)
      (check-false (manager-reload-gen m))
      (check-equal? (manager-reload-settled m) 1)
@@ -163,7 +170,7 @@
      (set-loader-pid! ld 4242)
      (set-loader-state! ld 'loading)
      (hash-set! (manager-loaders m) 1 ld)
-     (define-values (_ lines) (capture-log (λ () (message! m (list 4242 (string-append "refused " why))))))
+     (define-values (_ lines) (capture-log (λ () (message! m (list 4242 (lline (string-append "refused " why)))))))
      (check-eq? (loader-state ld) 'unsafe "its workers are started as processes of their own (spawn!)")
      (check-equal? (filter (λ (l) (regexp-match? #rx"Racket" l)) lines)
                    (list (format "fastcgi: generation 1: Racket ~a: forking from a loaded image: ~a: each worker loads the app itself"
@@ -172,7 +179,7 @@
      (set-loader-pid! base 4343)
      (set-loader-state! base 'loading)
      (set-manager-base! m base)
-     (define-values (__ base-lines) (capture-log (λ () (message! m (list 4343 (string-append "refused " why))))))
+     (define-values (__ base-lines) (capture-log (λ () (message! m (list 4343 (lline (string-append "refused " why)))))))
      (check-eq? (loader-state base) 'unsafe)
      (check-equal? (filter (λ (l) (regexp-match? #rx"Racket" l)) base-lines)
                    (list (format "fastcgi: the base: Racket ~a: forking from a loaded image: ~a: each generation's loader loads the libraries itself"

@@ -1,6 +1,7 @@
 #lang scribble/manual
 @(require racket/runtime-path
           scribble/core
+          (only-in "../private/worker/lines.rkt" message-forms)
           (for-label racket/base
                      racket/contract
                      web-server/http
@@ -2621,3 +2622,29 @@ Settings are structs whose defaults are stated once: a listener's in
 @filepath{transport/listener-options.rkt}, the limits in @filepath{util/limits.rkt}, @exec{serve}'s in
 @filepath{worker/config.rkt}, which is also the one place the configuration is written for a
 worker and read back.
+
+The processes of a pool (@exec{raco fastcgi serve}, preloading; @secref["preload-memory"]),
+as @exec{ps} shows them by name:
+
+@verbatim{
+raco fastcgi serve        the manager: a child subreaper, never loads the app
+├─ fastcgi-base           the runtime and the server's libraries, its heap static, no app
+├─ fastcgi-loader         one per generation, forked from the base: the app loaded once
+├─ fastcgi-worker         forked from its generation's loader: accepts and serves
+└─ ...                    (a program a handler starts, and its orphans: reaped)
+}
+
+Each of them talks to the manager over a connection of its own to the manager's control
+socket (@filepath{worker/control.rkt}), in one-line messages that are each written once, in
+@filepath{worker/lines.rkt}, from which both ends print and read them (a test holds every
+line exactly); a worker's and a loader's end is @filepath{worker/manager-link.rkt}, the
+manager's @filepath{manager/manager-reports.rkt}. Named fields (@tt{stat}'s) let either
+end know more of them than the other. The messages, by who sends them:
+
+@(define (forms channel) (apply itemlist (for/list ([f (in-list (message-forms channel))]) (item (tt f)))))
+@itemlist[
+ @item{First on each connection: @forms['greeting]}
+ @item{A worker's, after its @tt{hello}: @forms['worker]}
+ @item{A loader's or the base's: @forms['loader]}
+ @item{The manager's (the keys first, on every connection): @forms['manager]}
+]

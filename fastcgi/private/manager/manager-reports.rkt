@@ -1,13 +1,13 @@
 #lang racket/base
-;; What the workers tell the manager (manager.rkt), over its control socket (control.rkt;
-;; the lines are listed in worker.rkt's header): a thread per connection hands each line to
-;; the main loop, which applies it here: ready (and a reload's new generation taking over),
-;; stat, metrics, limit, recycle, failed. A worker answering the status path asks for the board instead.
-;; A generation's loader (loader.rkt) reports on such a connection too: loaded, unsafe,
-;; refused, forced, failed; its answers to fork lines go to the manager's fork-replies channel,
-;; which the manager awaits while it forks (manager-workers.rkt).
+;; What the workers tell the manager (manager.rkt), over its control socket (control.rkt),
+;; in the lines of lines.rkt: a thread per connection reads each line as its channel's
+;; message and hands it to the main loop, which applies it here: ready (and a reload's new
+;; generation taking over), stat, metrics, limit, recycle, failed, beat. A worker answering
+;; the status path asks for the board instead. A generation's loader (loader.rkt) reports
+;; on such a connection too: loaded, unsafe, refused, forced, failed; its answers to fork
+;; lines go to the manager's fork-replies channel, which the manager awaits while it forks
+;; (manager-workers.rkt).
 (require racket/list
-         racket/string
          "../util/clock.rkt"
          "../worker/control.rkt"
          "../util/log.rkt"
@@ -16,7 +16,8 @@
          "manager-state.rkt"
          "manager-status.rkt"
          "manager-workers.rkt"
-         "../status/metrics.rkt"
+         (only-in "../status/metrics.rkt" counts->metrics)
+         "../worker/lines.rkt"
          "../transport/transport.rkt")
 (provide start-control-thread!
          message!
@@ -40,33 +41,39 @@
          (loop))))))
 
 ;; read-reports : input-port output-port channel channel (-> (or/c hash #f)) -> void
-;; After hello (a worker's) or loader (a loader's), the main loop gets (list pid out), the
-;; port to ask the worker to retire or the loader to fork, then (list pid line) for each
-;; line, then (list pid eof) when the connection ends; a loader's "forked" lines go to
-;; fork-replies instead. Asked for the board instead, it answers and the connection ends.
+;; After hello (a worker's) or loader or base (a loader's), the main loop gets (list pid
+;; out), the port to ask the worker to retire or the loader to fork, then (list pid msg)
+;; for each line (msg: the message, lines.rkt's parse-line of the worker's or the loader's
+;; channel; #f for a line it is not), then (list pid eof) when the connection ends; a
+;; loader's forked and forked-loader go to fork-replies instead. Asked for the board
+;; instead, it answers and the connection ends.
 (define (read-reports in out messages fork-replies board)
-  (define pid
+  (define greeting
     (with-handlers ([exn:fail? (λ (e) #f)])
-      (define hello (read-line in))
-      (when (equal? hello "board") (answer-board! out (board)))
-      (define m (and (string? hello) (regexp-match #rx"^(?:hello|loader|base) ([0-9]+)$" hello)))
-      (and m (string->number (cadr m)))))
+      (define line (read-line in))
+      (and (string? line) (parse-line 'greeting line))))
+  (when (and greeting (eq? (car greeting) 'board))
+    (with-handlers ([exn:fail? void]) (answer-board! out (board))))
+  (define pid (and greeting (hash-ref (cdr greeting) 'pid #f)))
+  (define channel (and greeting (if (eq? (car greeting) 'hello) 'worker 'loader)))
   (when pid
     (channel-put messages (list pid out))
     (with-handlers ([exn:fail? void])
       (let loop ()
         (define line (read-line in))
         (when (string? line)
-          (if (regexp-match? #rx"^forked(?:-loader)? " line)
-              (channel-put fork-replies line)
-              (channel-put messages (list pid line)))
+          (define msg (parse-line channel line))
+          (if (and msg (memq (car msg) '(forked forked-loader)))
+              (channel-put fork-replies msg)
+              (channel-put messages (list pid msg)))
           (loop))))
     (channel-put messages (list pid eof)))
   (close-input-port in)
   (unless pid (with-handlers ([exn:fail? void]) (close-output-port out))))
 
-;; message! : manager (list natural (or/c output-port eof-object string)) -> void
-;; From a worker's or a loader's control connection: its port (after hello), a line, its end.
+;; message! : manager (list natural (or/c output-port eof-object message #f)) -> void
+;; From a worker's or a loader's control connection: its port (after hello), a message
+;; (#f: a line that is none), its end.
 (define (message! m msg)
   (define w (hash-ref (manager-workers m) (first msg) #f))
   (define ld (and (not w) (loader-by-pid m (first msg))))
@@ -79,20 +86,20 @@
      (when w (set-worker-heard-ms! w (now-ms)))
      (handle-message! m (first msg) x)]))
 
-;; handle-message! : manager natural string -> void
-(define (handle-message! m pid line)
+;; handle-message! : manager natural (or/c message #f) -> void
+(define (handle-message! m pid msg)
   (define w (hash-ref (manager-workers m) pid #f))
-  (define words (string-split line))
-  (when (and w (pair? words))
-    (case (first words)
-      [("ready") (ready! m w) (publish! m (now-ms))]
-      [("stat") (stat! w (rest words))]
-      [("metrics") (let ([x (words->metrics (rest words))]) (when x (set-worker-metrics! w x)))]
-      [("limit") (let ([n (and (pair? (rest words)) (string->number (second words)))])
-                   (set-worker-max-requests! w (and (exact-positive-integer? n) n)))]
-      [("recycle") (recycle! m w (string-join (rest words)))]
+  (when (and w msg)
+    (define f (cdr msg))
+    (case (car msg)
+      [(ready) (ready! m w) (publish! m (now-ms))]
+      [(stat) (stat! w f)]
+      [(metrics) (let ([x (counts->metrics (hash-ref f 'counts))]) (when x (set-worker-metrics! w x)))]
+      [(limit) (let ([n (hash-ref f 'max-requests)])
+                 (set-worker-max-requests! w (and (positive? n) n)))]
+      [(recycle) (recycle! m w (hash-ref f 'why))]
       ;; escaped by the worker: one line of plain ASCII
-      [("failed") (set-worker-failure! w (substring line (min (string-length line) 7)))]
+      [(failed) (set-worker-failure! w (hash-ref f 'why))]
       [else (void)])))
 
 ;; await-reports! : manager (-> boolean) -> void
@@ -114,26 +121,27 @@
       base
       (for/first ([ld (in-hash-values (manager-loaders m))] #:when (eqv? (loader-pid ld) pid)) ld)))
 
-;; loader-message! : manager loader (or/c output-port eof-object string) -> void
+;; loader-message! : manager loader (or/c output-port eof-object message #f) -> void
 (define (loader-message! m ld x)
   (cond
     [(output-port? x) (set-loader-control! ld x)]
     [(eof-object? x) (set-loader-reports-done?! ld #t)]
+    [(not x) (void)]
     [else
-     (define r (regexp-match #px"^([a-z]+) ?(.*)$" x))
-     (define what (and r (caddr r)))
+     (define f (cdr x))
      (define base? (eq? ld (manager-base m)))
-     (case (and r (cadr r))
-       [("loaded") (let ([k (regexp-match #px"^(raw|servlet) ([0-9]+)$" what)])
-                     (loaded! m ld (and k (string->symbol (cadr k))) (and k (string->number (caddr k)))))]
-       [("ready") (when base? (base-ready! m ld (string->number what)))]
-       [("unsafe") (if base? (base-unsafe! m ld what) (unsafe! m ld what))]
-       [("refused") (if base? (base-unsafe! m ld what #:refused? #t) (unsafe! m ld what #:refused? #t))]
-       ;; escaped by the loader: one line of plain ASCII
-       [("forced")
+     ;; what and why: escaped by the loader, one line of plain ASCII
+     (case (car x)
+       [(loaded) (loaded! m ld (hash-ref f 'kind) (hash-ref f 'image))]
+       [(ready) (when base? (base-ready! m ld (hash-ref f 'image)))]
+       [(unsafe) (if base? (base-unsafe! m ld (hash-ref f 'what)) (unsafe! m ld (hash-ref f 'what)))]
+       [(refused) (if base?
+                      (base-unsafe! m ld (hash-ref f 'why) #:refused? #t)
+                      (unsafe! m ld (hash-ref f 'why) #:refused? #t))]
+       [(forced)
         (log-fastcgi-warning "generation ~a: --preload: forking all the same, though loading the app left what a fork cannot share: ~a"
-                             (loader-gen ld) what)]
-       [("failed") (set-loader-failure! ld what)]
+                             (loader-gen ld) (hash-ref f 'what))]
+       [(failed) (set-loader-failure! ld (hash-ref f 'why))]
        [else (void)])]))
 
 ;; loaded! : manager loader (or/c 'raw 'servlet #f) (or/c natural #f) -> void
@@ -191,24 +199,24 @@
   (and (not (manager-stopping? m))
        (or (= g (manager-gen m)) (eqv? g (manager-reload-gen m)))))
 
-;; stat! : worker (listof string) -> void
-;; 6 numbers or more (a newer worker may send more than this manager knows)
-(define (stat! w words)
-  (define ns (for/list ([n (in-list (map string->number words))])
-               (and (exact-nonnegative-integer? n) n)))
-  (when (and (>= (length ns) 6) (andmap values (take ns 6)))
-    (when (or (positive? (second ns)) (> (first ns) (worker-requests w)))
-      (set-worker-last-busy-ms! w (now-ms)))
-    (set-worker-requests! w (first ns))
-    (set-worker-active! w (second ns))
-    (set-worker-connections! w (third ns))
-    (set-worker-slow! w (fourth ns))
-    (set-worker-shed! w (fifth ns))
-    (set-worker-queue-delay! w (sixth ns))
-    (when (and (>= (length ns) 7) (seventh ns)) (set-worker-sessions! w (seventh ns)))
-    (when (and (>= (length ns) 8) (eighth ns)) (set-worker-log-dropped! w (eighth ns)))
-    (when (and (>= (length ns) 9) (ninth ns))
-      (set-worker-oldest-ms! w (and (positive? (ninth ns)) (- (now-ms) (ninth ns)))))))
+;; stat! : worker hash -> void
+;; A stat message's counters (a worker of another install may send fewer or more: those
+;; it does not send stay as they were).
+(define (stat! w f)
+  (define (get k) (hash-ref f k #f))
+  (when (or (positive? (or (get 'active) 0)) (> (or (get 'requests) 0) (worker-requests w)))
+    (set-worker-last-busy-ms! w (now-ms)))
+  (define-syntax-rule (set-from! key setter) (let ([v (get key)]) (when v (setter w v))))
+  (set-from! 'requests set-worker-requests!)
+  (set-from! 'active set-worker-active!)
+  (set-from! 'connections set-worker-connections!)
+  (set-from! 'slow set-worker-slow!)
+  (set-from! 'shed set-worker-shed!)
+  (set-from! 'queue-delay set-worker-queue-delay!)
+  (set-from! 'sessions set-worker-sessions!)
+  (set-from! 'log-dropped set-worker-log-dropped!)
+  (let ([age (get 'oldest-age-ms)])
+    (when age (set-worker-oldest-ms! w (and (positive? age) (- (now-ms) age))))))
 
 ;; ready! : manager worker -> void
 ;; The last of a reload's new generation ready: the old one retires, the new one serves.

@@ -8,6 +8,7 @@
          "../os/child-process.rkt"
          "../util/clock.rkt"
          "../worker/config.rkt"
+         (only-in "../worker/lines.rkt" message-line)
          "../util/log.rkt"
          "manager-state.rkt"
          "pm.rkt"
@@ -143,15 +144,16 @@
 ;; does not answer in time (the base is then killed: the manager starts another when it
 ;; sees it exit).
 (define (fork-from-base! m base g)
-  (fork-by! m base (format "loader ~a" g) (format "forked-loader ~a" g)
+  (fork-by! m base (message-line 'manager 'loader #:gen g) (cons 'forked-loader (hasheq 'gen g))
             (format "the base ~a" (loader-pid base)) "the loader"))
 
-;; fork-by! : manager loader string string string string -> (or/c child-process #f)
-;; The process that the forker (a loader, or the base) forked when asked by line, or #f:
+;; fork-by! : manager loader string (cons symbol hash) string string -> (or/c child-process #f)
+;; The process that the forker (a loader, or the base) forked when asked by line (its
+;; answer: the message whose verb and fields are those of answer, and a pid), or #f:
 ;; then the failure is logged (what: the forker; whom: what is started instead as a
 ;; process of its own) and a forker that did not answer is killed.
-(define (fork-by! m forker line prefix what whom)
-  (define pid (ask-fork m forker line prefix))
+(define (fork-by! m forker line answer what whom)
+  (define pid (ask-fork m forker line answer))
   (cond
     [(and pid (positive? pid)) (adopt-child pid)]
     [else
@@ -162,26 +164,27 @@
        (send-signal! (loader-pid forker) SIGKILL))
      #f]))
 
-;; ask-fork : manager loader string string -> (or/c integer #f)
-;; Writes the line to the forker and waits for its answer, "PREFIX PID"; #f when the line
-;; cannot be written or no answer comes within fork-timeout seconds (answers to an earlier
-;; ask, which timed out, are passed over).
-(define (ask-fork m ld line prefix)
+;; ask-fork : manager loader string (cons symbol hash) -> (or/c integer #f)
+;; Writes the line to the forker and waits for its answer, answer's message with a pid;
+;; #f when the line cannot be written or no answer comes within fork-timeout seconds
+;; (answers to an earlier ask, which timed out, are passed over).
+(define (ask-fork m ld line answer)
   (define sent?
     (with-handlers ([exn:fail? (λ (e) #f)])
-      (write-string (string-append line "\n") (loader-control ld))
+      (write-string line (loader-control ld))
+      (newline (loader-control ld))
       (flush-output (loader-control ld))
       #t))
   (define deadline (wrap-evt (alarm-at-evt (+ (now-ms) (* 1000 fork-timeout))) (λ (_) #f)))
   (and sent?
        (let loop ()
-         (define answer (sync deadline (manager-fork-replies m)))
-         (define r (and (string? answer)
-                        (regexp-match (pregexp (string-append "^" (regexp-quote prefix) " (-?[0-9]+)$")) answer)))
+         (define reply (sync deadline (manager-fork-replies m)))
          (cond
-           [(not answer) #f]
-           [(not r) (loop)]
-           [else (string->number (cadr r))]))))
+           [(not reply) #f]
+           [(and (eq? (car reply) (car answer))
+                 (for/and ([(k v) (in-hash (cdr answer))]) (equal? (hash-ref (cdr reply) k #f) v)))
+            (hash-ref (cdr reply) 'pid)]
+           [else (loop)]))))
 
 ;; stop-loader! : manager natural -> void ; generation g needs its loader no more
 (define (stop-loader! m g)
@@ -210,7 +213,7 @@
 ;; starts another when it sees it exit) and the worker is spawned instead.
 (define (fork-worker! m ld)
   (define id (next-worker-id! m))
-  (define sp (fork-by! m ld (format "fork ~a" id) (format "forked ~a" id)
+  (define sp (fork-by! m ld (message-line 'manager 'fork #:id id) (cons 'forked (hasheq 'id id))
                        (format "loader ~a" (loader-pid ld)) "the worker"))
   (and sp (add-worker! m (make-worker #:id id #:process sp #:generation (loader-gen ld)
                                       #:now (now-ms) #:forked? #t))))
@@ -253,7 +256,8 @@
     [(eq? (worker-state w) 'draining) (void)]
     [(and (worker-control w)
           (with-handlers ([exn:fail? (λ (e) #f)])
-            (write-string (format "retire~a\n" (successor-ids m w)) (worker-control w))
+            (write-string (message-line 'manager 'retire #:successors (successor-ids m w)) (worker-control w))
+            (newline (worker-control w))
             (flush-output (worker-control w))
             #t))
      (log-fastcgi-info "retiring worker ~a (~a)" (worker-pid w) why)
@@ -265,8 +269,8 @@
                                                  5))))]
     [else (drain! m w why)]))
 
-;; successor-ids : manager worker -> string
-;; " ID ..." of the ready workers of the newest generation but w: a retiring worker hands
+;; successor-ids : manager worker -> (listof natural)
+;; The ids of the ready workers of the newest generation but w: a retiring worker hands
 ;; its kept connections over to them (handover.rkt) instead of closing them under the front
 (define (successor-ids m w)
   ;; (one waiting to be recycled only when there is no other)
@@ -275,9 +279,8 @@
   (define fresh (filter (λ (x) (not (worker-recycle x))) ready*))
   (define ready (if (null? fresh) ready* fresh))
   (define newest (for/fold ([g 0]) ([x (in-list ready)]) (max g (worker-gen x))))
-  (apply string-append
-         (for/list ([x (in-list (shuffle ready))] #:when (= (worker-gen x) newest))
-           (format " ~a" (worker-id x)))))
+  (for/list ([x (in-list (shuffle ready))] #:when (= (worker-gen x) newest))
+    (worker-id x)))
 
 ;; recycle! : manager worker string -> void ; it is replaced once its successor is ready
 (define (recycle! m w why)

@@ -7,14 +7,13 @@
 ;; totals and puts them on the board (manager-status.rkt, pool-status.rkt).
 (require ffi/unsafe/atomic
          racket/list
-         racket/string
          "histogram.rkt")
 (provide make-metrics
          metrics?
          metrics-observed
          metrics-record!
-         metrics->line
-         words->metrics
+         metrics->counts
+         counts->metrics
          metrics-merge
          metrics->jsexpr
          with-metrics)
@@ -54,19 +53,19 @@
 ;; past any bucket, and the sum of many such stays a fixnum
 (define big 1000000000000000)
 
-;; metrics->line : metrics -> string
-;; "metrics" then the three histograms' histogram->list and the five class counts.
-(define (metrics->line m)
+;; metrics->counts : metrics -> (listof natural)
+;; What a worker's metrics line carries (lines.rkt): the three histograms'
+;; histogram->list, then the five class counts.
+(define (metrics->counts m)
   (start-atomic)
   (define ns (append (histogram->list (metrics-duration m)) (histogram->list (metrics-queue m))
                      (histogram->list (metrics-size m)) (for/list ([c (in-vector (metrics-classes m))]) c)))
   (end-atomic)
-  (string-append "metrics " (string-join (map number->string ns))))
+  ns)
 
-;; words->metrics : (listof string) -> (or/c metrics #f)
-;; The words after "metrics" in a line of metrics->line; #f unless it is one.
-(define (words->metrics words)
-  (define ns (map string->number words))
+;; counts->metrics : (listof natural) -> (or/c metrics #f)
+;; The metrics of a list of metrics->counts; #f unless it is one.
+(define (counts->metrics ns)
   (define t (+ 2 (vector-length time-bounds)))
   (define s (+ 2 (vector-length size-bounds)))
   (and (= (length ns) (+ t t s 5))

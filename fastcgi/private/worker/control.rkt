@@ -9,7 +9,7 @@
 ;;   of the worker id under the pool's relay key, which only the pool knows: another user,
 ;;   who sees the names in /proc/net/unix, cannot take a future worker's name first.
 ;; - Keys. The first line the manager writes on every control connection is
-;;     keys SECRET RELAY-KEY          (hex)
+;;     keys SECRET RELAY-KEY          (hex; lines.rkt)
 ;;   the stateless servlets' secret (--secret-file's, or one made at start) and the relay
 ;;   key: never on a command line, in the environment or in a file.
 ;; - The pool's status. A worker answering the status path connects and writes `board`;
@@ -20,6 +20,7 @@
          "../util/jsexpr.rkt"
          "../util/clock.rkt"
          "../util/hmac.rkt"
+         "lines.rkt"
          "../transport/transport.rkt")
 (provide make-pool-prefix
          control-name
@@ -44,18 +45,19 @@
 
 ;; write-keys! : output-port bytes bytes -> void
 (define (write-keys! out secret relay-key)
-  (write-string (format "keys ~a ~a\n" (bytes->hex-string secret) (bytes->hex-string relay-key)) out)
+  (write-string (message-line 'manager 'keys #:secret secret #:relay-key relay-key) out)
+  (newline out)
   (flush-output out))
 
 ;; read-keys : input-port real -> (values bytes bytes)
 ;; The manager's first line; raises exn:fail when it does not come within timeout seconds.
 (define (read-keys in timeout)
   (define line (sync/timeout timeout (line-evt in)))
-  (define m (and (string? line) (regexp-match #px"^keys ([0-9a-f]+) ([0-9a-f]+)$" line)))
-  (unless (and m (even? (string-length (cadr m))) (even? (string-length (caddr m))))
+  (define m (and (string? line) (parse-line 'manager line)))
+  (unless (and m (eq? (car m) 'keys))
     (error 'fastcgi "the manager's control connection did not start with its keys (got ~s)"
            (if (string? line) (substring line 0 (min 5 (string-length line))) line)))
-  (values (hex-string->bytes (cadr m)) (hex-string->bytes (caddr m))))
+  (values (hash-ref (cdr m) 'secret) (hash-ref (cdr m) 'relay-key)))
 
 ;; line-evt : input-port -> evt ; ready with the next line (a string, or eof) once read
 ;; Its reader thread goes on when the wait times out; every caller then drops the
@@ -82,7 +84,8 @@
      (with-handlers ([exn:fail? (λ (e) #f)])
        (parameterize ([current-custodian cust])
          (define-values (in out) (private-connect control))
-         (write-string "board\n" out)
+         (write-string (message-line 'greeting 'board) out)
+         (newline out)
          (flush-output out)
          (define deadline (alarm-at-evt (+ (now-ms) (* 1000 timeout))))
          (define (next-line) (sync deadline (line-evt in)))

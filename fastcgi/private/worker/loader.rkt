@@ -5,8 +5,8 @@
 ;; socket as fd 0 and keeps it on a close-on-exec descriptor, which every worker it forks
 ;; inherits (and puts back on its fd 0); it never accepts on it.
 ;;
-;; It talks to the manager on its own control connection (control.rkt's keys first):
-;;   loader PID                it is up
+;; It talks to the manager on its own control connection (manager-link.rkt), in the lines
+;; of lines.rkt's loader channel: after   loader PID   it says
 ;;   loaded KIND BYTES         the app (raw or servlet) is loaded, the heap (BYTES) static:
 ;;                             it takes fork lines
 ;;   unsafe WHAT; WHAT...      loading the app left what a fork cannot share: it exits, and
@@ -31,13 +31,12 @@
          (only-in "../os/ffi.rkt" [c-getpid getpid] dup-cloexec null-onto!)
          "app.rkt"
          "config.rkt"
-         "control.rkt"
+         "manager-link.rkt"
          "../os/fork.rkt"
          "../os/inherit.rkt"
          "../util/log.rkt"
          "../os/logging.rkt"
          "../os/signals.rkt"
-         "../transport/transport.rkt"
          "worker.rkt")
 (provide run-loader)
 
@@ -60,43 +59,33 @@
   (set-process-name! (if base "fastcgi-base" "fastcgi-loader"))
   (die-with-parent! (serve-config-master-pid cfg) SIGTERM)
   (start-stderr-logging! (serve-config-log-level cfg) #:tag (format "[~a]" (getpid)))
-  (define-values (in out) (connect-manager cfg))
-  (define report! (reporter out))
-  (report! "~a ~a" (if base "base" "loader") (getpid))
+  (define-values (in out report!) (connect-as-loader cfg (if base 'base 'loader)))
   ;; a fork rests on what Racket does not document (fork.rkt), probed before the app
   ;; loads; where it does not hold, the manager starts processes that load for themselves
   (define refusal (fork-refusal))
   (when refusal
-    (report! "refused ~a" (log-escape refusal))
+    (report! 'refused #:why (log-escape refusal))
     (flush-logging)
     (exit 0))
   ;; the listening socket (fd 0) leaves the standard descriptors, as in a worker: a
   ;; program started while loading does not get it as its standard input
   (define listen-fd (dup-cloexec 0))
   (unless (exact-integer? listen-fd)
-    (report! "failed cannot keep the listening socket: errno ~a" (car listen-fd))
+    (report! 'failed #:why (format "cannot keep the listening socket: errno ~a" (car listen-fd)))
     (exit 3))
   (null-onto! 0)
   (if base
       (run-base cfg base listen-fd in out report!)
       (load-generation cfg listen-fd in out report!)))
 
-;; connect-manager : -> (values input-port output-port) ; the control connection, keys read
-(define (connect-manager cfg)
-  (with-handlers ([exn:fail? (λ (e)
-                               (log-fastcgi-fatal "loader: cannot reach the manager: ~a" (log-escape (exn-message e)))
-                               (flush-logging)
-                               (exit 3))])
-    (define-values (in out) (private-connect (control-name (serve-config-pool-prefix cfg))))
-    (read-keys in 30)
-    (values in out)))
-
-;; reporter : output-port -> (string any ... -> boolean) ; a line to the manager
-(define ((reporter out) fmt . args)
-  (with-handlers ([exn:fail? (λ (e) #f)])
-    (write-string (string-append (apply format fmt args) "\n") out)
-    (flush-output out)
-    #t))
+;; connect-as-loader : serve-config (or/c 'loader 'base)
+;;                     -> (values input-port output-port (symbol #:FIELD value ... -> boolean))
+;; The control connection (keys read), and its reporter, once the process said who it is.
+(define (connect-as-loader cfg who)
+  (define-values (in out secret relay-key) (connect-manager (serve-config-pool-prefix cfg) "loader: "))
+  (define report! (make-reporter out 'loader))
+  (report! who #:pid (getpid))
+  (values in out report!))
 
 ;; load-generation : serve-config fd input-port output-port (string any ... -> any) -> none
 ;; Loads the app, checks what a fork cannot share, makes the heap static, then forks.
@@ -104,8 +93,9 @@
   (define kind
     (with-handlers ([(λ (e) #t)
                      (λ (e)
-                       (report! "failed cannot load ~a: ~a" (log-escape (serve-config-app cfg))
-                                (log-escape (if (exn? e) (without-prefix (exn-message e)) (format "~e" e))))
+                       (report! 'failed
+                                #:why (format "cannot load ~a: ~a" (log-escape (serve-config-app cfg))
+                                              (log-escape (if (exn? e) (without-prefix (exn-message e)) (format "~e" e)))))
                        (flush-logging)
                        (exit 3))])
       (preload-app (serve-config-app cfg))))
@@ -114,12 +104,12 @@
   (when (pair? hazards)
     (define what (string-join (map log-escape hazards) "; "))
     (unless (eq? (serve-config-preload cfg) #t)
-      (report! "unsafe ~a" what)
+      (report! 'unsafe #:what what)
       (flush-logging)
       (exit 0))
-    (report! "forced ~a" what))
+    (report! 'forced #:what what))
   (make-heap-static!)
-  (report! "loaded ~a ~a" kind (current-memory-use))
+  (report! 'loaded #:kind kind #:image (current-memory-use))
   (serve-forks cfg listen-fd in out report!))
 
 ;; load-servlet-modules! : -> void
@@ -137,53 +127,45 @@
   (when (eq? kind 'servlet) (load-servlet-modules!))
   (define hazards (fork-hazards (list listen-fd (unsafe-port->file-descriptor in) (unsafe-port->file-descriptor out))))
   (when (pair? hazards)
-    (report! "unsafe ~a" (string-join (map log-escape hazards) "; "))
+    (report! 'unsafe #:what (string-join (map log-escape hazards) "; "))
     (flush-logging)
     (exit 0))
   (make-heap-static!)
-  (report! "ready ~a" (current-memory-use))
-  (answer-forks in report! "loader" "forked-loader"
+  (report! 'ready #:image (current-memory-use))
+  (answer-forks in report! 'loader 'gen 'forked-loader
                 (λ (g)
                   (become-own! cfg in out)
                   (set-process-name! "fastcgi-loader")
-                  (define-values (in2 out2) (connect-manager cfg))
-                  (define report2! (reporter out2))
-                  (report2! "loader ~a" (getpid))
+                  (define-values (in2 out2 report2!) (connect-as-loader cfg 'loader))
                   (load-generation cfg listen-fd in2 out2 report2!))))
 
 ;; serve-forks : serve-config fd input-port output-port (string any ... -> any) -> none
 ;; Answers the manager's fork lines until it goes away or SIGTERM comes.
 (define (serve-forks cfg listen-fd in out report!)
-  (answer-forks in report! "fork" "forked"
+  (answer-forks in report! 'fork 'id 'forked
                 (λ (id) (become-worker! cfg id listen-fd in out))))
 
-;; answer-forks : input-port (string any ... -> any) string string (natural -> none) -> none
-;; For each manager's line   ASK N   a fork: the child runs (child N); the parent answers
-;; ANSWER N PID (PID -1: the fork failed). Until the manager goes away or SIGTERM comes.
-(define (answer-forks in report! ask answer child)
-  (define rx (pregexp (string-append "^" ask " ([0-9]+)$")))
+;; answer-forks : input-port reporter symbol symbol symbol (natural -> none) -> none
+;; For each of the manager's lines ASK (its field named field: N), a fork: the child runs
+;; (child N); the parent answers ANSWER N PID (PID -1: the fork failed). Until the manager
+;; goes away or SIGTERM comes.
+(define (answer-forks in report! ask field answer child)
   (let loop ()
-    (define line (next-line in))
-    (define m (and (string? line) (regexp-match rx line)))
+    (define m (next-manager-line in))
     (cond
-      [(eof-object? line) (flush-logging) (exit 0)]
-      [(not m) (loop)]
+      [(eof-object? m) (flush-logging) (exit 0)]
+      [(not (and m (eq? (car m) ask))) (loop)]
       [else
-       (define n (string->number (cadr m)))
+       (define n (hash-ref (cdr m) field))
        (define pid (fork-flushed!))
        (cond
          [(zero? pid) (child n)]
          [else
           (when (negative? pid) (log-fastcgi-error "~a: fork failed" ask))
-          (report! "~a ~a ~a" answer n pid)
+          (if (eq? answer 'forked)
+              (report! 'forked #:id n #:pid pid)
+              (report! 'forked-loader #:gen n #:pid pid))
           (loop)])])))
-
-;; next-line : input-port -> (or/c string eof-object)
-;; The manager's next line; eof when it goes away or SIGTERM comes.
-(define (next-line in)
-  (with-handlers ([exn:break? (λ (e) eof)]
-                  [exn:fail? (λ (e) eof)])
-    (sync/enable-break (wrap-evt in (λ (_) (read-line in 'linefeed))))))
 
 ;; fork-flushed! : -> integer ; fork-child!, the logs and standard ports flushed first
 (define (fork-flushed!)
@@ -217,7 +199,3 @@
     (flush-logging)
     (exit 3))
   (die-with-parent! (serve-config-master-pid cfg) SIGTERM))
-
-;; without-prefix : string -> string ; load-app's own errors without their "raco-fastcgi: "
-(define (without-prefix msg)
-  (if (regexp-match? #rx"^raco-fastcgi: " msg) (substring msg 14) msg))

@@ -99,4 +99,4 @@
       (set! asked? #t)
       (log-fastcgi-error "~a handler thread(s) ignored the request timeout; asking for a fresh worker"
                          (length stuck))
-      (thread (λ () (report! "recycle a handler ignores the request timeout"))))))
+      (thread (λ () (report! 'recycle #:why "a handler ignores the request timeout"))))))

@@ -40,7 +40,7 @@
 (define (heartbeat report!)
   (let loop ()
     (sleep 1)
-    (report! "beat")
+    (report! 'beat)
     (loop)))
 
 ;; report-loop : app (or/c natural #f) (string any ... -> void) -> none
@@ -59,7 +59,7 @@
     (define now (report-stat! a report!))
     (define requests (car now))
     (define ask? (and max-requests (not asked?) (>= requests max-requests)))
-    (when ask? (report! "recycle after ~a requests (--max-requests)" requests))
+    (when ask? (report! 'recycle #:why (format "after ~a requests (--max-requests)" requests)))
     (loop now (or asked? ask?) (if (and (equal? now last) (zero? (cadr now))) (add1 quiet) 0))))
 
 ;; report-stat! : app (string any ... -> void) -> list
@@ -79,11 +79,15 @@
     (set-box! last now)
     ;; the oldest request's age, in ms (0: none): the manager's clock is not this one
     (define age (if oldest (max 1 (inexact->exact (round (- (now-ms) oldest)))) 0))
-    (apply report! "stat ~a ~a ~a ~a ~a ~a ~a ~a ~a" (append (reverse (cdr (reverse now))) (list age))))
+    (apply (λ (requests active connections slow shed queue-delay sessions log-dropped _)
+             (report! 'stat #:requests requests #:active active #:connections connections
+                      #:slow slow #:shed shed #:queue-delay queue-delay #:sessions sessions
+                      #:log-dropped log-dropped #:oldest-age-ms age))
+           now))
   (define observed (metrics-observed (app-metrics a)))
   (unless (eqv? observed (unbox (app-last-observed a)))
     (set-box! (app-last-observed a) observed)
-    (report! "~a" (metrics->line (app-metrics a))))
+    (report! 'metrics #:counts (metrics->counts (app-metrics a))))
   now)
 
 ;; oldest-request-ms : server -> (or/c flonum #f)

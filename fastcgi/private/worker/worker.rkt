@@ -3,15 +3,11 @@
 ;; fd 0 (moved to a close-on-exec descriptor, /dev/null in its place), runs the
 ;; application, writes the access and slow logs (request-watch.rkt), answers the status
 ;; and ping paths (status-paths.rkt), and reports to the manager over its private control
-;; socket (control.rkt; not stdout, which the application may print to), which first gives
-;; it the keys:
-;;   hello PID   then   ready   then   stat REQUESTS ACTIVE CONNECTIONS SLOW SHED QUEUE-DELAY
-;;   SESSIONS LOG-DROPPED OLDEST-AGE-MS   when they change, and   metrics ...   (metrics.rkt's line) after
-;;   requests were answered
-;;   limit N   before ready, with --max-requests: the limit this worker drew (recycle-limit.rkt)
-;;   recycle REASON   once, when it wants to be replaced (max-requests)
-;;   failed REASON    instead of ready, when it cannot start (escaped: one line), then exits 3
-;;   beat   every second once ready: a worker that falls silent is replaced (manager-watch.rkt).
+;; socket (not stdout, which the application may print to; manager-link.rkt), in the
+;; lines of lines.rkt's worker channel: hello, then ready (after limit, with
+;; --max-requests) or failed (then it exits 3); stat and metrics when they change; beat
+;; every second once ready (a worker that falls silent is replaced: manager-watch.rkt);
+;; recycle once, when it wants to be replaced.
 ;; Signals: SIGTERM or SIGINT: stop accepting, finish in-flight requests (graceful timeout),
 ;; exit 0. SIGHUP: reopen the log files (the manager forwards its SIGUSR1 this way).
 ;; It also stops when the manager goes away (its socket closes, or the parent-death signal).
@@ -23,7 +19,8 @@
          "config.rkt"
          "../os/handover.rkt"
          (only-in "../os/ffi.rkt" close-on-exec-all!)
-         "control.rkt"
+         (only-in "control.rkt" control-name relay-name ask-board read-secret)
+         "manager-link.rkt"
          "../util/limits.rkt"
          "../os/log-file.rkt"
          "../util/log.rkt"
@@ -62,29 +59,12 @@
   (die-with-parent! master-pid SIGTERM)
   (start-stderr-logging! (serve-config-log-level cfg) #:tag (format "[~a]" (getpid)))
   ;; the control connection, and the keys that the manager hands each worker on it
-  (define-values (ctl-in ctl-out secret relay-key)
-    (with-handlers ([exn:fail? (λ (e)
-                                 (log-fastcgi-fatal "cannot reach the manager: ~a" (log-escape (exn-message e)))
-                                 (flush-logging)
-                                 (exit 3))])
-      (define-values (in out) (private-connect control))
-      (define-values (secret relay-key) (read-keys in 30))
-      (values in out secret relay-key)))
-  ;; one line at a time: the report loop and the session sweep both report
-  ;; report! : string any ... -> boolean ; #f when the manager is gone
-  (define report-lock (make-semaphore 1))
-  (define (report! fmt . args)
-    (call-with-semaphore
-     report-lock
-     (λ ()
-       (with-handlers ([exn:fail? (λ (e) #f)])
-         (write-string (string-append (apply format fmt args) "\n") ctl-out)
-         (flush-output ctl-out)
-         #t))))
-  (report! "hello ~a" (getpid))
+  (define-values (ctl-in ctl-out secret relay-key) (connect-manager (serve-config-pool-prefix cfg) ""))
+  (define report! (make-reporter ctl-out 'worker))
+  (report! 'hello #:pid (getpid))
   ;; a worker that cannot start says why in one line (the manager logs it) and exits 3
   (define (fail! msg)
-    (unless (report! "failed ~a" msg) (log-fastcgi-fatal "~a" msg))
+    (unless (report! 'failed #:why msg) (log-fastcgi-fatal "~a" msg))
     (flush-logging)
     (exit 3))
   (define a (with-handlers ([exn:fail? (λ (e) (fail! (log-escape (exn-message e))))])
@@ -99,28 +79,26 @@
   ;; the runtime's own descriptors too: a handler's subprocess holds none of ours
   (close-on-exec-all!)
   (define limit (draw-request-limit (serve-config-max-requests cfg) (serve-config-max-requests-jitter cfg)))
-  (when limit (report! "limit ~a" limit))
-  (report! "ready")
+  (when limit (report! 'limit #:max-requests limit))
+  (report! 'ready)
   (thread (λ () (report-loop a limit report!)))
   (thread (λ () (heartbeat report!)))
   ;; the manager is gone when its end of the control socket closes
-  ;; and it asks a worker it replaces to retire with a "retire ID ..." line, naming the
-  ;; workers that go on serving (its kept connections are handed over to them)
+  ;; and it asks a worker it replaces to retire, naming the workers that go on serving
+  ;; (its kept connections are handed over to them)
   (define manager-gone (make-semaphore 0))
   (define retire (make-semaphore 0))
   (define hand-to (box '()))
   (thread (λ ()
-            (with-handlers ([exn:fail? void])
-              (let loop ()
-                (define line (read-line ctl-in))
-                (unless (eof-object? line)
-                  (define words (regexp-split #rx" " line))
-                  (when (equal? (car words) "retire")
-                    (set-box! hand-to
-                              (for/list ([w (in-list (cdr words))] #:when (string->number w))
-                                (handover-address (serve-config-pool-prefix cfg) (string->number w))))
-                    (semaphore-post retire))
-                  (loop))))
+            (let loop ()
+              (define m (next-manager-line ctl-in))
+              (unless (eof-object? m)
+                (when (and m (eq? (car m) 'retire))
+                  (set-box! hand-to
+                            (for/list ([id (in-list (hash-ref (cdr m) 'successors))])
+                              (handover-address (serve-config-pool-prefix cfg) id)))
+                  (semaphore-post retire))
+                (loop)))
             (semaphore-post manager-gone)))
   (serve-until-stopped a (serve-config-graceful-timeout cfg) manager-gone
                        #:retire retire #:hand-to hand-to
@@ -307,10 +285,6 @@
                                         (log-escape (if (exn? e) (without-prefix (exn-message e)) e)))))])
     (load-app app (serve-config-limits cfg) (cfg->servlet-settings cfg secret)
               #:warn (λ (m) (log-fastcgi-warning "~a" (log-escape m))))))
-
-;; without-prefix : string -> string ; load-app's own errors without their "raco-fastcgi: "
-(define (without-prefix msg)
-  (if (regexp-match? #rx"^raco-fastcgi: " msg) (substring msg 14) msg))
 
 ;; cfg->servlet-settings : serve-config (or/c bytes #f) -> servlet-settings
 ;; The secret never travels in the configuration (which is on the worker's command line):
