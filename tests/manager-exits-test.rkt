@@ -10,6 +10,7 @@
          "../fastcgi/private/manager/manager-exits.rkt"
          "../fastcgi/private/manager/manager-state.rkt"
          "../fastcgi/private/os/signals.rkt"
+         (only-in "../fastcgi/private/worker/lines.rkt" parse-line)
          "lib/manager-fixture.rkt")
 
 ;; end! : worker signal -> worker ; its process ended by the signal
@@ -98,7 +99,7 @@
      (define w (add-worker! m))
      (set-worker-control! w (open-output-nowhere))
      (thread (λ ()
-               (channel-put (manager-messages m) (list (worker-pid w) "failed --access-log: denied"))
+               (channel-put (manager-messages m) (list (worker-pid w) (parse-line 'worker "failed --access-log: denied")))
                (channel-put (manager-messages m) (list (worker-pid w) eof))))
      (exited! m (end! w SIGKILL))
      (check-equal? (manager-last-start-error m) "--access-log: denied"))))

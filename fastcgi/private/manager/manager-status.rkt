@@ -117,7 +117,7 @@
     [(not (manager-preload? m)) "off"]
     [(not ld) "fallback"]
     [else (case (loader-state ld)
-            [(waiting loading) "loading"]
+            [(waiting forking loading) "loading"]
             [(ready) "forked"]
             [(unsafe) "unsafe"]
             [else "fallback"])]))
