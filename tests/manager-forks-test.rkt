@@ -87,7 +87,7 @@
      (message! m (list (loader-pid ld) (lline (format "forked ~a ~a" id (subprocess-pid child)))))
      (check-true (killed? child) "a late answer's process is killed")
      (check-false (hash-ref (manager-workers m) (subprocess-pid child) #f) "and not taken as a worker")
-     (check-equal? (hash-ref (manager-totals m) 'late_forks 0) 1))))
+     (check-equal? (hash-ref (manager-totals m) 'untracked_stopped 0) 1))))
 
 (test-case "a process that reports but is never answered for is stopped, its connection closed"
   (call-with-manager
@@ -102,7 +102,7 @@
      (define-values (_ lines) (capture-log (λ () (expire-strangers! m (+ (now*) 60000.)))))
      (check-true (killed? child) "then killed")
      (check-true (port-closed? out) "and its control connection closed")
-     (check-equal? (hash-ref (manager-totals m) 'strangers_stopped 0) 1)
+     (check-equal? (hash-ref (manager-totals m) 'untracked_stopped 0) 1)
      (check-not-false (findf (λ (l) (regexp-match? #rx"never started or forked by the manager" l)) lines)))))
 
 (test-case "the rest of a connection whose process is gone is not held"

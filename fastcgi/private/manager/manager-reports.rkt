@@ -185,7 +185,7 @@
         #:when (> (- now (stranger-first-ms s)) stranger-ms))
     (hash-remove! (manager-strangers m) pid)
     (log-fastcgi-warning "process ~a reported on the control socket but was never started or forked by the manager: stopping it" pid)
-    (total-add! m 'strangers_stopped 1)
+    (total-add! m 'untracked_stopped 1)
     (for ([x (in-list (stranger-msgs s))] #:when (output-port? x))
       (with-handlers ([exn:fail? void]) (close-output-port x)))
     (when (child-of? pid (manager-pid m)) (send-signal! pid SIGKILL))))

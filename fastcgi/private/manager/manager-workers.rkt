@@ -195,7 +195,7 @@
      (when (positive? pid)
        (log-fastcgi-warning "~a answered a fork after its deadline (~a ~a): stopping process ~a"
                             (forker-name m forker) (car msg) n pid)
-       (total-add! m 'late_forks 1)
+       (total-add! m 'untracked_stopped 1)
        (send-signal! pid SIGKILL))
      #f]
     [else
