@@ -964,8 +964,15 @@ fd 0, which the workers it forks inherit, and never accepts on it.
        loading the app: an error line says so (@tt{...: its workers start as processes of
        their own}), and the status shows @tt{preload} @tt{fallback}. A loader that dies
        after 10 seconds starts the count again.}
- @item{A loader that does not answer a fork within 5 seconds is killed: that worker is
-       started as a process of its own, and a new loader takes the killed one's place.}
+ @item{The manager never waits for a fork: it asks, and serves its signals, the status,
+       exits and other forks meanwhile; the worker is in the pool from the loader's
+       answer on (what it reported before that answer is held and applied then). A
+       loader (or the base) that does not answer a fork within 5 seconds is killed: that
+       worker (or loader) is started as a process of its own, and a new loader takes the
+       killed one's place. A process forked all the same, whose answer comes after the
+       deadline, and one that reports but is never answered for (10 seconds), are
+       stopped: no process serves on the socket untracked. The status counts them
+       (@tt{untracked stopped}, @tt{untracked_stopped}).}
  @item{At a reload, the old generation's loader stays while workers of its generation
        live (they drain their sessions): they go on sharing its image, and it costs nothing
        beyond it; it stops when the last of them has exited. At a stop, the loaders stop

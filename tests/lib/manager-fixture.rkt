@@ -12,6 +12,7 @@
          "../../fastcgi/private/util/log.rkt"
          "../../fastcgi/private/manager/manager-state.rkt"
          "../../fastcgi/private/manager/pm.rkt"
+         (only-in "../../fastcgi/private/os/signals.rkt" send-signal! SIGKILL)
          "../../fastcgi/private/transport/transport.rkt"
          "../integration/lib.rkt")
 (provide call-with-manager
@@ -21,11 +22,12 @@
 
 (define sleep-exe (find-executable-path "sleep"))
 
-;; call-with-manager : (manager path -> any) #:config (path -> serve-config) -> any
+;; call-with-manager : (manager path -> any) #:config (path -> serve-config) #:preload? boolean -> any
 ;; make-config gets the temporary folder (for --pid-file and the socket's path); the
 ;; manager's pid is this process's, its pid file (when the config has one) is written.
 (define (call-with-manager proc
-                           #:config [make-config (λ (dir) (make-serve-config #:workers 2 #:app "/srv/app.rkt"))])
+                           #:config [make-config (λ (dir) (make-serve-config #:workers 2 #:app "/srv/app.rkt"))]
+                           #:preload? [preload? #f])
   (call-with-temp-dir
    "fcgi-mstate"
    (λ (dir)
@@ -42,7 +44,7 @@
                              #:control (open-private-listener (control-name prefix))
                              #:prefix prefix #:pid-file (serve-config-pid-file cfg)
                              #:secret #"0123456789abcdef" #:relay-key #"relay-key-16byte"
-                             #:start-ms 0.))
+                             #:start-ms 0. #:preload? preload?))
      (when (serve-config-pid-file cfg)
        (call-with-output-file (serve-config-pid-file cfg) #:exists 'truncate
          (λ (o) (fprintf o "~a\n" pid))))
@@ -52,7 +54,9 @@
       (λ () (proc m dir))
       (λ ()
         (for ([w (in-list (live-workers m))])
-          (subprocess-kill (worker-sp w) #t))
+          (if (subprocess? (worker-sp w))
+              (subprocess-kill (worker-sp w) #t)
+              (send-signal! (worker-pid w) SIGKILL)))     ; adopted (forked), as the manager would
         (with-handlers ([exn:fail? void]) (listener-close! (manager-listener m)))
         (with-handlers ([exn:fail? void]) (listener-close! (manager-control m))))))))
 

@@ -38,6 +38,8 @@
   (set-loader-exited?! ld #t)
   (set-manager-stopped-loaders! m (remq ld (manager-stopped-loaders m)))
   (await-reports! m (λ () (or (not (loader-control ld)) (loader-reports-done? ld))))
+  ;; what it was asked to fork and did not answer for starts as a process of its own
+  (forks-of-exited! m ld)
   (when (loader-control ld) (with-handlers ([exn:fail? void]) (close-output-port (loader-control ld))))
   (if (eq? ld (manager-base m))
       (base-exited! m ld)

@@ -4,10 +4,15 @@
 ;; message and hands it to the main loop, which applies it here: ready (and a reload's new
 ;; generation taking over), stat, metrics, limit, recycle, failed, beat. A worker answering
 ;; the status path asks for the board instead. A generation's loader (loader.rkt) reports
-;; on such a connection too: loaded, unsafe, refused, forced, failed; its answers to fork
-;; lines go to the manager's fork-replies channel, which the manager awaits while it forks
-;; (manager-workers.rkt).
+;; on such a connection too: loaded, unsafe, refused, forced, failed, and its answers to
+;; fork lines (forked, forked-loader: manager-workers.rkt's fork-reply!). A process that
+;; reports before the manager knows its pid (a forked one, whose fork's answer is still on
+;; its way) is a stranger: its messages are held, and applied once the answer comes; one
+;; that stays unknown past stranger-ms is stopped (expire-strangers!): no process serves
+;; on the listening socket untracked.
 (require racket/list
+         (only-in racket/port port->string)
+         (only-in racket/string string-split)
          "../util/clock.rkt"
          "../worker/control.rkt"
          "../util/log.rkt"
@@ -16,12 +21,13 @@
          "manager-state.rkt"
          "manager-status.rkt"
          "manager-workers.rkt"
+         (only-in "../os/signals.rkt" send-signal! SIGKILL)
          (only-in "../status/metrics.rkt" counts->metrics)
          "../worker/lines.rkt"
          "../transport/transport.rkt")
 (provide start-control-thread!
          message!
-         wanted-generation?
+         expire-strangers!
          await-reports!)
 
 ;; start-control-thread! : manager -> thread
@@ -36,18 +42,16 @@
        (when in
          (thread (λ ()
                    (with-handlers ([exn:fail? void]) (write-keys! out (manager-secret m) (manager-relay-key m)))
-                   (read-reports in out (manager-messages m) (manager-fork-replies m)
-                                 (λ () (manager-last-board m)))))
+                   (read-reports in out (manager-messages m) (λ () (manager-last-board m)))))
          (loop))))))
 
-;; read-reports : input-port output-port channel channel (-> (or/c hash #f)) -> void
+;; read-reports : input-port output-port channel (-> (or/c hash #f)) -> void
 ;; After hello (a worker's) or loader or base (a loader's), the main loop gets (list pid
 ;; out), the port to ask the worker to retire or the loader to fork, then (list pid msg)
 ;; for each line (msg: the message, lines.rkt's parse-line of the worker's or the loader's
-;; channel; #f for a line it is not), then (list pid eof) when the connection ends; a
-;; loader's forked and forked-loader go to fork-replies instead. Asked for the board
-;; instead, it answers and the connection ends.
-(define (read-reports in out messages fork-replies board)
+;; channel; #f for a line it is not), then (list pid eof) when the connection ends. Asked
+;; for the board instead, it answers and the connection ends.
+(define (read-reports in out messages board)
   (define greeting
     (with-handlers ([exn:fail? (λ (e) #f)])
       (define line (read-line in))
@@ -62,10 +66,7 @@
       (let loop ()
         (define line (read-line in))
         (when (string? line)
-          (define msg (parse-line channel line))
-          (if (and msg (memq (car msg) '(forked forked-loader)))
-              (channel-put fork-replies msg)
-              (channel-put messages (list pid msg)))
+          (channel-put messages (list pid (parse-line channel line)))
           (loop))))
     (channel-put messages (list pid eof)))
   (close-input-port in)
@@ -80,6 +81,7 @@
   (define x (second msg))
   (cond
     [ld (loader-message! m ld x)]
+    [(not w) (hold! m (first msg) x)]
     [(output-port? x) (when w (set-worker-control! w x))]
     [(eof-object? x) (when w (set-worker-reports-done?! w #t))]
     [else
@@ -142,7 +144,61 @@
         (log-fastcgi-warning "generation ~a: --preload: forking all the same, though loading the app left what a fork cannot share: ~a"
                              (loader-gen ld) (hash-ref f 'what))]
        [(failed) (set-loader-failure! ld (hash-ref f 'why))]
+       [(forked forked-loader)
+        (define pid (fork-reply! m ld x))
+        (when pid
+          (replay-stranger! m pid)
+          ;; a changed pool is published at once, as a spawned worker is (manager.rkt)
+          (publish! m (now-ms)))]
        [else (void)])]))
+
+;; A stranger's messages are held for stranger-ms at most (well past a fork's deadline),
+;; and at most stranger-max of them (a worker's hello, ready and first reports).
+(define stranger-ms 10000.)
+(define stranger-max 64)
+
+;; hold! : manager natural any -> void
+;; A message of a process the manager does not know, from the start of its connection (its
+;; port comes first); the rest of a connection whose process is gone is passed over.
+(define (hold! m pid x)
+  (define strangers (manager-strangers m))
+  (define s (or (hash-ref strangers pid #f)
+                (and (output-port? x)
+                     (let ([s (stranger (now-ms) '())]) (hash-set! strangers pid s) s))))
+  (when (and s (< (length (stranger-msgs s)) stranger-max))
+    (set-stranger-msgs! s (cons x (stranger-msgs s)))))
+
+;; replay-stranger! : manager natural -> void ; the messages a process sent before it was known
+(define (replay-stranger! m pid)
+  (define s (hash-ref (manager-strangers m) pid #f))
+  (when s
+    (hash-remove! (manager-strangers m) pid)
+    (for ([x (in-list (reverse (stranger-msgs s)))]) (message! m (list pid x)))))
+
+;; expire-strangers! : manager flonum -> void
+;; A process still unknown stranger-ms after it first reported was forked and never
+;; answered for (its forker died or was killed in between): its control connection is
+;; closed (which stops a worker) and, a child of the manager's, it is killed, so that none
+;; serves untracked.
+(define (expire-strangers! m now)
+  (for ([(pid s) (in-hash (hash-copy (manager-strangers m)))]
+        #:when (> (- now (stranger-first-ms s)) stranger-ms))
+    (hash-remove! (manager-strangers m) pid)
+    (log-fastcgi-warning "process ~a reported on the control socket but was never started or forked by the manager: stopping it" pid)
+    (total-add! m 'untracked_stopped 1)
+    (for ([x (in-list (stranger-msgs s))] #:when (output-port? x))
+      (with-handlers ([exn:fail? void]) (close-output-port x)))
+    (when (child-of? pid (manager-pid m)) (send-signal! pid SIGKILL))))
+
+;; child-of? : natural natural -> boolean ; is process pid parent's child (/proc)?
+(define (child-of? pid parent)
+  (with-handlers ([exn:fail? (λ (e) #f)])
+    (define stat (call-with-input-file (format "/proc/~a/stat" pid) port->string))
+    ;; pid (comm) state ppid ...: comm may hold spaces and parentheses
+    (define after (substring stat (add1 (let loop ([i (sub1 (string-length stat))])
+                                           (if (char=? (string-ref stat i) #\)) i (loop (sub1 i)))))))
+    (define fields (string-split after))
+    (equal? (string->number (cadr fields)) parent)))
 
 ;; loaded! : manager loader (or/c 'raw 'servlet #f) (or/c natural #f) -> void
 ;; The generation's workers asked so far are forked now. The first generation's kind is
@@ -193,11 +249,6 @@
   (set-loader-wanted! ld 0)
   (when (wanted-generation? m g)
     (for ([_ (in-range n)]) (spawn! m g))))
-
-;; wanted-generation? : manager natural -> boolean ; the one that serves or the one a reload starts
-(define (wanted-generation? m g)
-  (and (not (manager-stopping? m))
-       (or (= g (manager-gen m)) (eqv? g (manager-reload-gen m)))))
 
 ;; stat! : worker hash -> void
 ;; A stat message's counters (a worker of another install may send fewer or more: those

@@ -8,7 +8,9 @@
          "../os/child-process.rkt"
          "../os/logging.rkt"
          "../transport/transport.rkt")
-(provide (except-out (struct-out worker) worker)
+(provide (struct-out fork-ask)
+         (struct-out stranger)
+         (except-out (struct-out worker) worker)
          make-worker
          (except-out (struct-out loader) loader)
          make-loader
@@ -71,9 +73,12 @@
 
 ;; The loader of a generation (loader.rkt): the process that loads the app once and
 ;; forks the generation's workers. sp: its child-process (a subprocess, or forked by the
-;; pool's base), #f while it waits for the base. state: 'waiting (for the base), 'loading, 'ready (it takes
-;; fork requests), 'unsafe (loading left what a fork cannot share: the generation's
-;; workers load the app themselves), 'gone (it exited or failed). control: the output port
+;; pool's base), #f while it waits for the base. state: 'waiting (for the base to be
+;; ready), 'forking (asked of the base, whose answer is awaited), 'loading, 'ready (it
+;; takes fork requests), 'unsafe (loading left what a fork cannot share: the generation's
+;; workers load the app themselves), 'gone (it exited or failed), 'off (its generation's
+;; loaders died young, or the app failed to load in it: the workers load the app
+;; themselves). control: the output port
 ;; of its control connection, once it said hello. wanted: workers asked of it while it
 ;; loads, forked when it is ready. image: its heap once static (bytes), or #f. failure:
 ;; why the app does not load, as it said. reports-done?: its control connection ended.
@@ -84,6 +89,16 @@
                     [failure #:mutable] [reports-done? #:mutable] [rss #:mutable]
                     [exited? #:mutable] [deaths #:mutable])
   #:transparent)
+
+;; A fork asked of a loader (a worker: kind 'worker, n its id) or of the base (a loader:
+;; kind 'loader, n its generation, ld the loader struct that waits for it); gen: the
+;; generation; deadline-ms: when the forker is taken for stuck (killed, and what it was
+;; asked for started as a process of its own).
+(struct fork-ask (forker kind n gen ld deadline-ms))
+
+;; A process the manager does not know yet that reported on its control socket: when it
+;; first did, and its messages so far (newest first; at most stranger-max of them).
+(struct stranger (first-ms [msgs #:mutable]) #:transparent)
 
 ;; make-loader : #:generation natural #:process (or/c child-process #f) #:now flonum -> loader
 ;; (the pool's base is one too, of generation 0: loader.rkt). Without a process, it waits
@@ -131,14 +146,17 @@
 ;; notify: what the manager tells systemd (manager-notify.rkt), or #f without NOTIFY_SOCKET.
 ;; Preloading: preload? (the workers are forked from a loader per generation: the
 ;; configuration allows it and the manager could become the subreaper of its
-;; descendants), loaders (generation -> loader), fork-replies (the channel of the loaders'
-;; "forked" lines, which the manager awaits while it forks a worker or a loader), base
+;; descendants), loaders (generation -> loader), forks (the forks asked and not yet
+;; answered: (cons 'forked ID) or (cons 'forked-loader GEN), the answer awaited, -> fork-ask;
+;; the manager never waits for one: manager-workers.rkt), strangers (pid -> stranger: the
+;; lines of a process that reported before the manager knew its pid, a forked one whose
+;; fork's answer is still on its way: manager-reports.rkt), base
 ;; (the pool's base, a loader struct of generation 0 from which later loaders are forked,
 ;; or #f), base-kind (what the base loads: 'raw or 'servlet, as the first generation) and
 ;; stopped-loaders (loaders stopped whose exit is still to be seen: a forked one is the
 ;; manager's to reap).
 (struct manager (config pid plan listener address listen-port control prefix pid-file scoreboard
-                        messages start-ms relay-key workers totals cut preload? loaders fork-replies
+                        messages start-ms relay-key workers totals cut preload? loaders forks strangers
                         [base #:mutable] [base-kind #:mutable] [stopped-loaders #:mutable]
                         [secret #:mutable] [gen #:mutable] [next-id #:mutable] [stopping? #:mutable]
                         [failures #:mutable] [last-failure-ms #:mutable] [last-start-error #:mutable]
@@ -158,7 +176,7 @@
            control prefix pid-file
            (and pid-file (string-append pid-file ".status.json"))
            (make-channel) start-ms relay-key (make-hasheqv) (make-hasheq) (make-weak-hasheq)
-           preload? (make-hasheqv) (make-channel) #f #f '()
+           preload? (make-hasheqv) (make-hash) (make-hasheqv) #f #f '()
            secret 1 0 #f
            0 0. #f
            #f 0.

@@ -92,6 +92,7 @@
           'restarts (total 'restarts)
           'recycled (total 'recycled)
           'orphans_reaped (total 'orphans_reaped)
+          'untracked_stopped (total 'untracked_stopped)
           'reloads (total 'reloads)
           'reload_failures (total 'reload_failures)
           'reload_asks (manager-reload-asks m)
@@ -117,7 +118,7 @@
     [(not (manager-preload? m)) "off"]
     [(not ld) "fallback"]
     [else (case (loader-state ld)
-            [(waiting loading) "loading"]
+            [(waiting forking loading) "loading"]
             [(ready) "forked"]
             [(unsafe) "unsafe"]
             [else "fallback"])]))

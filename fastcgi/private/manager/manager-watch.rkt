@@ -11,6 +11,7 @@
          "../util/limits.rkt"
          "../util/log.rkt"
          "manager-loader.rkt"
+         (only-in "manager-reports.rkt" expire-strangers!)
          "manager-state.rkt"
          "manager-status.rkt"
          "manager-workers.rkt"
@@ -63,6 +64,8 @@
        (send-signal! (worker-pid w) SIGKILL)]))
   (watch-beats! m now)
   (watch-loaders! m now)
+  (fork-deadlines! m now)
+  (expire-strangers! m now)
   ;; a worker started after the last crash has lasted: workers start again
   (when (and (positive? (manager-failures m))
              (for/or ([w (in-list (live-workers m))])

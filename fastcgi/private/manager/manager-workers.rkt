@@ -14,6 +14,10 @@
          "pm.rkt"
          "../os/signals.rkt")
 (provide spawn!
+         fork-reply!
+         fork-deadlines!
+         forks-of-exited!
+         wanted-generation?
          start-loader!
          start-waiting-loaders!
          start-base!
@@ -35,8 +39,9 @@
 
 ;; spawn! : manager natural -> (or/c worker #f)
 ;; A worker of generation g. With preloading, its loader forks it (one is started for g
-;; if there is none: the worker is forked once it has loaded, and #f is returned); else,
-;; or when g's loader cannot fork, a process of its own that loads the app.
+;; if there is none: the worker is forked once it has loaded); then #f is returned, and
+;; the worker is added when the loader answers (fork-reply!). Else, or when g's loader
+;; cannot fork, a process of its own that loads the app.
 (define (spawn! m g)
   (define ld (and (manager-preload? m) (generation-loader m g)))
   (cond
@@ -45,16 +50,24 @@
      (define new (start-loader! m g))
      (set-loader-wanted! new (add1 (loader-wanted new)))
      #f]
-    [(memq (loader-state ld) '(waiting loading))
+    [(memq (loader-state ld) '(waiting forking loading))
      (set-loader-wanted! ld (add1 (loader-wanted ld)))
      #f]
-    [(eq? (loader-state ld) 'ready) (or (fork-worker! m ld) (spawn-process! m g))]
+    [(eq? (loader-state ld) 'ready)
+     (define id (next-worker-id! m))
+     (if (ask-fork! m ld (message-line 'manager 'fork #:id id) 'worker id g #f)
+         #f
+         (spawn-process! m g))]
     [else (spawn-process! m g)]))
 
-;; pending-forks : manager natural -> natural ; workers of generation g asked of its loader
+;; pending-forks : manager natural -> natural
+;; Workers of generation g on their way from its loader: asked of it while it loads, or
+;; asked and not yet answered.
 (define (pending-forks m g)
   (define ld (generation-loader m g))
-  (if (and ld (memq (loader-state ld) '(waiting loading))) (loader-wanted ld) 0))
+  (+ (if (and ld (memq (loader-state ld) '(waiting forking loading))) (loader-wanted ld) 0)
+     (for/sum ([a (in-hash-values (manager-forks m))])
+       (if (and (eq? (fork-ask-kind a) 'worker) (= (fork-ask-gen a) g)) 1 0))))
 
 ;; worker-config : manager natural -> serve-config ; what worker id runs with
 (define (worker-config m id)
@@ -101,33 +114,39 @@
 (define (start-loader! m g)
   (define base (or (manager-base m)
                    (and (manager-base-kind m) (start-base! m (manager-base-kind m)))))
-  (define ld
-    (make-loader #:generation g
-                 #:process (and (not (and base (eq? (loader-state base) 'loading)))
-                                (loader-process m base g))
-                 #:now (now-ms)))
+  (define ld (make-loader #:generation g #:process #f #:now (now-ms)))
   (hash-set! (manager-loaders m) g ld)
-  (if (loader-pid ld)
-      (log-fastcgi-debug "started loader ~a (generation ~a~a)" (loader-pid ld) g
-                         (if (subprocess? (loader-sp ld)) "" ", forked from the base"))
-      (log-fastcgi-debug "generation ~a's loader waits for the base" g))
+  (if (and base (eq? (loader-state base) 'loading))
+      (log-fastcgi-debug "generation ~a's loader waits for the base" g)
+      (start-loader-process! m ld))
   ld)
 
 ;; start-waiting-loaders! : manager -> void
 ;; The base is ready, or cannot serve: the loaders that waited for it start.
 (define (start-waiting-loaders! m)
   (define base (manager-base m))
-  (for ([ld (in-list (hash-values (manager-loaders m)))]
-        #:when (eq? (loader-state ld) 'waiting)
-        #:unless (or (manager-stopping? m) (and base (eq? (loader-state base) 'loading))))
-    (loader-started! ld (loader-process m (manager-base m) (loader-gen ld)) (now-ms))
-    (log-fastcgi-debug "started loader ~a (generation ~a~a)" (loader-pid ld) (loader-gen ld)
-                       (if (subprocess? (loader-sp ld)) "" ", forked from the base"))))
+  (unless (or (manager-stopping? m) (and base (eq? (loader-state base) 'loading)))
+    (for ([ld (in-list (hash-values (manager-loaders m)))]
+          #:when (eq? (loader-state ld) 'waiting))
+      (start-loader-process! m ld))))
 
-;; loader-process : manager (or/c loader #f) natural -> child-process
-(define (loader-process m base g)
-  (or (and base (eq? (loader-state base) 'ready) (fork-from-base! m base g))
-      (start-racket m loader-module (worker-config m 0))))
+;; start-loader-process! : manager loader -> void
+;; A waiting loader is asked of the ready base (it is 'forking until the base answers:
+;; fork-reply!), or else started as a process of its own.
+(define (start-loader-process! m ld)
+  (define base (manager-base m))
+  (define g (loader-gen ld))
+  (cond
+    [(and base (eq? (loader-state base) 'ready)
+          (ask-fork! m base (message-line 'manager 'loader #:gen g) 'loader g g ld))
+     (set-loader-state! ld 'forking)]
+    [else (loader-process-started! m ld (start-racket m loader-module (worker-config m 0)))]))
+
+;; loader-process-started! : manager loader child-process -> void
+(define (loader-process-started! m ld sp)
+  (loader-started! ld sp (now-ms))
+  (log-fastcgi-debug "started loader ~a (generation ~a~a)" (loader-pid ld) (loader-gen ld)
+                     (if (subprocess? sp) "" ", forked from the base")))
 
 ;; start-base! : manager (or/c 'raw 'servlet) -> loader ; the pool's base, loading
 (define (start-base! m kind)
@@ -139,52 +158,119 @@
   (log-fastcgi-debug "started the base ~a (~a)" (loader-pid base) kind)
   base)
 
-;; fork-from-base! : manager loader natural -> (or/c child-process #f)
-;; Asks the base for generation g's loader and waits for its answer; #f when it fails or
-;; does not answer in time (the base is then killed: the manager starts another when it
-;; sees it exit).
-(define (fork-from-base! m base g)
-  (fork-by! m base (message-line 'manager 'loader #:gen g) (cons 'forked-loader (hasheq 'gen g))
-            (format "the base ~a" (loader-pid base)) "the loader"))
+;; ask-fork! : manager loader string (or/c 'worker 'loader) natural natural (or/c loader #f)
+;;             -> boolean
+;; Writes line (fork ID, or loader GEN) to the forker and notes what its answer will be
+;; for (kind: a worker of id n, or the loader ld of generation n), and until when it is
+;; awaited; #f when the line cannot be written. The manager goes on meanwhile: the answer
+;; comes as a message (fork-reply!), its absence at the tick (fork-deadlines!).
+(define (ask-fork! m forker line kind n g ld)
+  (and (with-handlers ([exn:fail? (λ (e) #f)])
+         (write-string line (loader-control forker))
+         (newline (loader-control forker))
+         (flush-output (loader-control forker))
+         #t)
+       (begin
+         (hash-set! (manager-forks m) (fork-key kind n)
+                    (fork-ask forker kind n g ld (+ (now-ms) (* 1000 fork-timeout))))
+         #t)))
 
-;; fork-by! : manager loader string (cons symbol hash) string string -> (or/c child-process #f)
-;; The process that the forker (a loader, or the base) forked when asked by line (its
-;; answer: the message whose verb and fields are those of answer, and a pid), or #f:
-;; then the failure is logged (what: the forker; whom: what is started instead as a
-;; process of its own) and a forker that did not answer is killed.
-(define (fork-by! m forker line answer what whom)
-  (define pid (ask-fork m forker line answer))
+;; fork-key : (or/c 'worker 'loader) natural -> pair ; the answer's verb and number
+(define (fork-key kind n) (cons (if (eq? kind 'worker) 'forked 'forked-loader) n))
+
+;; fork-reply! : manager loader (cons symbol hash) -> (or/c natural #f)
+;; A forker's answer (forked ID PID, forked-loader GEN PID). The process it forked is
+;; tracked from now: a worker is added, a loader gets its process; its pid is returned
+;; (the messages it sent first are the caller's to replay). One that is no longer wanted
+;; (a stop, or its loader replaced meanwhile) is stopped at once; one whose ask passed
+;; its deadline (fork-deadlines! started another in its place) is killed. A failed fork
+;; (PID -1): what was asked starts as a process of its own.
+(define (fork-reply! m forker msg)
+  (define n (hash-ref (cdr msg) (if (eq? (car msg) 'forked) 'id 'gen)))
+  (define pid (hash-ref (cdr msg) 'pid))
+  (define key (cons (car msg) n))
+  (define a (hash-ref (manager-forks m) key #f))
   (cond
-    [(and pid (positive? pid)) (adopt-child pid)]
+    [(not (and a (eq? (fork-ask-forker a) forker)))
+     (when (positive? pid)
+       (log-fastcgi-warning "~a answered a fork after its deadline (~a ~a): stopping process ~a"
+                            (forker-name m forker) (car msg) n pid)
+       (total-add! m 'untracked_stopped 1)
+       (send-signal! pid SIGKILL))
+     #f]
     [else
-     (log-fastcgi-error "~a ~a: starting ~a as a process of its own" what
-                        (if pid "could not fork" (format "did not answer within ~a s" fork-timeout)) whom)
-     (unless pid
-       (set-loader-state! forker 'gone)
-       (send-signal! (loader-pid forker) SIGKILL))
-     #f]))
+     (hash-remove! (manager-forks m) key)
+     (cond
+       [(positive? pid) (adopt-forked! m a (adopt-child pid)) pid]
+       [else
+        (log-fastcgi-error "~a could not fork: starting ~a as a process of its own"
+                           (forker-name m forker) (if (eq? (fork-ask-kind a) 'worker) "the worker" "the loader"))
+        (instead-of-fork! m a)
+        #f])]))
 
-;; ask-fork : manager loader string (cons symbol hash) -> (or/c integer #f)
-;; Writes the line to the forker and waits for its answer, answer's message with a pid;
-;; #f when the line cannot be written or no answer comes within fork-timeout seconds
-;; (answers to an earlier ask, which timed out, are passed over).
-(define (ask-fork m ld line answer)
-  (define sent?
-    (with-handlers ([exn:fail? (λ (e) #f)])
-      (write-string line (loader-control ld))
-      (newline (loader-control ld))
-      (flush-output (loader-control ld))
-      #t))
-  (define deadline (wrap-evt (alarm-at-evt (+ (now-ms) (* 1000 fork-timeout))) (λ (_) #f)))
-  (and sent?
-       (let loop ()
-         (define reply (sync deadline (manager-fork-replies m)))
-         (cond
-           [(not reply) #f]
-           [(and (eq? (car reply) (car answer))
-                 (for/and ([(k v) (in-hash (cdr answer))]) (equal? (hash-ref (cdr reply) k #f) v)))
-            (hash-ref (cdr reply) 'pid)]
-           [else (loop)]))))
+;; adopt-forked! : manager fork-ask child-process -> void
+(define (adopt-forked! m a sp)
+  (case (fork-ask-kind a)
+    [(worker)
+     (define w (add-worker! m (make-worker #:id (fork-ask-n a) #:process sp #:generation (fork-ask-gen a)
+                                           #:now (now-ms) #:forked? #t)))
+     (unless (wanted-generation? m (fork-ask-gen a)) (drain! m w "its generation no longer serves"))]
+    [else
+     (define ld (fork-ask-ld a))
+     (cond
+       [(and (eq? (generation-loader m (fork-ask-gen a)) ld) (eq? (loader-state ld) 'forking)
+             (not (manager-stopping? m)))
+        (loader-process-started! m ld sp)]
+       [else
+        (log-fastcgi-debug "loader ~a of generation ~a is no longer wanted: stopping it" (child-pid sp) (fork-ask-gen a))
+        (send-signal! (child-pid sp) SIGTERM)])]))
+
+;; instead-of-fork! : manager fork-ask -> void ; what was asked, as a process of its own
+(define (instead-of-fork! m a)
+  (case (fork-ask-kind a)
+    [(worker) (when (wanted-generation? m (fork-ask-gen a)) (spawn-process! m (fork-ask-gen a)))]
+    [else
+     (define ld (fork-ask-ld a))
+     (when (and (eq? (generation-loader m (fork-ask-gen a)) ld) (eq? (loader-state ld) 'forking)
+                (not (manager-stopping? m)))
+       (loader-process-started! m ld (start-racket m loader-module (worker-config m 0))))]))
+
+;; fork-deadlines! : manager flonum -> void
+;; Asks not answered by their deadline: the forker is stuck (stopped, or lost in a long
+;; collection); it is killed (the manager replaces it when it sees it exit) and what it
+;; was asked for starts as a process of its own. An answer that comes after all is
+;; fork-reply!'s: its process is killed.
+(define (fork-deadlines! m now)
+  (for ([(key a) (in-hash (hash-copy (manager-forks m)))]
+        #:when (> now (fork-ask-deadline-ms a)))
+    (hash-remove! (manager-forks m) key)
+    (define forker (fork-ask-forker a))
+    (log-fastcgi-error "~a did not answer within ~a s: starting ~a as a process of its own"
+                       (forker-name m forker) fork-timeout
+                       (if (eq? (fork-ask-kind a) 'worker) "the worker" "the loader"))
+    (unless (eq? (loader-state forker) 'gone)
+      (set-loader-state! forker 'gone)
+      (send-signal! (loader-pid forker) SIGKILL))
+    (instead-of-fork! m a)))
+
+;; forks-of-exited! : manager loader -> void
+;; A forker exited: what it was asked and did not answer starts as a process of its own.
+(define (forks-of-exited! m forker)
+  (for ([(key a) (in-hash (hash-copy (manager-forks m)))]
+        #:when (eq? (fork-ask-forker a) forker))
+    (hash-remove! (manager-forks m) key)
+    (instead-of-fork! m a)))
+
+;; forker-name : manager loader -> string
+(define (forker-name m forker)
+  (if (eq? forker (manager-base m))
+      (format "the base ~a" (loader-pid forker))
+      (format "loader ~a" (loader-pid forker))))
+
+;; wanted-generation? : manager natural -> boolean ; the one that serves or the one a reload starts
+(define (wanted-generation? m g)
+  (and (not (manager-stopping? m))
+       (or (= g (manager-gen m)) (eqv? g (manager-reload-gen m)))))
 
 ;; stop-loader! : manager natural -> void ; generation g needs its loader no more
 (define (stop-loader! m g)
@@ -206,17 +292,6 @@
         #:unless (or (= g (manager-gen m)) (eqv? g (manager-reload-gen m))
                      (for/or ([w (in-list (live-workers m))]) (= (worker-gen w) g))))
     (stop-loader! m g)))
-
-;; fork-worker! : manager loader -> (or/c worker #f)
-;; Asks the loader to fork a worker, and waits for its answer (a few milliseconds); #f
-;; when it fails or does not answer in time: the loader is then killed (the manager
-;; starts another when it sees it exit) and the worker is spawned instead.
-(define (fork-worker! m ld)
-  (define id (next-worker-id! m))
-  (define sp (fork-by! m ld (message-line 'manager 'fork #:id id) (cons 'forked (hasheq 'id id))
-                       (format "loader ~a" (loader-pid ld)) "the worker"))
-  (and sp (add-worker! m (make-worker #:id id #:process sp #:generation (loader-gen ld)
-                                      #:now (now-ms) #:forked? #t))))
 
 ;; drain! : manager worker string -> void ; SIGTERM: it finishes what it holds and exits
 ;; (a retiring worker too: it stops serving its sessions)

@@ -69,6 +69,7 @@
     (unresponsive_kills "unresponsive kills" unresponsive_kills counter "Workers killed and replaced because they stopped reporting")
     (recycled "recycled" recycled counter "Workers replaced after max-requests, max-memory or a stuck handler")
     (orphans_reaped "orphans reaped" orphans_reaped counter "Exited processes left behind by the programs handlers start (re-parented to the manager as subreaper or PID 1) that the manager reaped")
+    (untracked_stopped "untracked stopped" untracked_stopped counter "Processes forked for the pool that the manager never tracked (a fork answered after its deadline, or a process never answered for) and stopped")
     (reloads "reloads" reloads counter "Reloads (SIGHUP) completed")
     (reload_failures "reload failures" reload_failures counter "Reloads abandoned because the new generation did not start")
     (last_reload_error "last reload error" #f #f #f)
