@@ -11,15 +11,24 @@
 ;; never through a file (control.rkt): a cleanup of temporary folders under a running
 ;; pool breaks nothing.
 ;;
-;; Everything happens in one loop (the main thread, here): worker reports, worker exits,
-;; signals and a 0.25 s tick arrive as events, so the pool state needs no locks. The
-;; pieces, each taking the pool's state (manager-state.rkt) as its first argument:
-;;   manager-workers.rkt   spawn, drain, retire, cut, recycle one worker; maintain the pool
-;;   manager-reports.rkt   the control connections: ready, stat, recycle, failed
+;; Everything happens in one loop (the main thread, here): the messages of the control
+;; connections, exits, signals and a 0.25 s tick arrive as events, so the pool state needs
+;; no locks, and the loop never waits on one child (a fork is asked, and its answer is an
+;; event like any other). The pieces, each taking the pool's state (manager-state.rkt) as
+;; its first argument:
+;;   manager-workers.rkt   spawn (a fork asked of a loader, or a process), drain, retire,
+;;                         cut, recycle one worker; start loaders and the base; the forks'
+;;                         answers and deadlines; maintain the pool (pm.rkt's policy)
+;;   manager-reports.rkt   the control connections, in the lines of worker/lines.rkt: a
+;;                         worker's ready, stat, recycle, failed; a loader's loaded, unsafe,
+;;                         forked; the messages of processes not yet known (strangers)
 ;;   manager-exits.rkt     a worker's exit: replaced, crash backoff, or giving up
+;;   manager-loader.rkt    a loader's or the base's exit, and their deadlines
 ;;   manager-reload.rkt    SIGHUP: a new generation, one reload at a time
-;;   manager-watch.rkt     the tick: deadlines, the watchdog, memory
+;;   manager-watch.rkt     the tick: deadlines, the watchdog, memory, orphans
 ;;   manager-status.rkt    the board, the status file and the pid file
+;;   manager-notify.rkt    systemd's notify protocol
+;;   manager-gc.rkt        the manager's own memory
 (require ffi/unsafe/port
          racket/list
          (only-in "../os/ffi.rkt" [c-getpid getpid])
