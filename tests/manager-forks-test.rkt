@@ -10,6 +10,7 @@
          rackunit
          "../fastcgi/private/manager/manager-reports.rkt"
          "../fastcgi/private/manager/manager-state.rkt"
+         (only-in "../fastcgi/private/manager/lifecycle.rkt" loader-move!)
          "../fastcgi/private/manager/manager-workers.rkt"
          "../fastcgi/private/worker/lines.rkt"
          "lib/manager-fixture.rkt")
@@ -31,7 +32,7 @@
 (define (ready-loader! m)
   (define sp (sleeper))
   (define ld (make-loader #:generation 1 #:process sp #:now 0.))
-  (set-loader-state! ld 'ready)
+  (loader-move! ld 'loaded)
   (define control (open-output-bytes))
   (set-loader-control! ld control)
   (hash-set! (manager-loaders m) 1 ld)

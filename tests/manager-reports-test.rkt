@@ -11,6 +11,8 @@
          "../fastcgi/private/worker/lines.rkt"
          "../fastcgi/private/manager/manager-reports.rkt"
          "../fastcgi/private/manager/manager-state.rkt"
+         (only-in "../fastcgi/private/manager/lifecycle.rkt" loader-started!)
+         (only-in "../fastcgi/private/os/child-process.rkt" adopt-child)
          "../fastcgi/private/manager/manager-status.rkt"
          "../fastcgi/private/os/signals.rkt"
          (only-in "../fastcgi/private/transport/transport.rkt" private-connect)
@@ -167,8 +169,7 @@
    (λ (m dir)
      (define why "the runtime's epoll set and wake-up pipe: 2 epoll descriptors (3, 6), expected 1")
      (define ld (make-loader #:generation 1 #:process #f #:now 0.))
-     (set-loader-pid! ld 4242)
-     (set-loader-state! ld 'loading)
+     (loader-started! ld (adopt-child 4242) 0.)
      (hash-set! (manager-loaders m) 1 ld)
      (define-values (_ lines) (capture-log (λ () (message! m (list 4242 (lline (string-append "refused " why)))))))
      (check-eq? (loader-state ld) 'unsafe "its workers are started as processes of their own (spawn!)")
@@ -176,8 +177,7 @@
                    (list (format "fastcgi: generation 1: Racket ~a: forking from a loaded image: ~a: each worker loads the app itself"
                                  (version) why)))
      (define base (make-loader #:generation 0 #:process #f #:now 0.))
-     (set-loader-pid! base 4343)
-     (set-loader-state! base 'loading)
+     (loader-started! base (adopt-child 4343) 0.)
      (set-manager-base! m base)
      (define-values (__ base-lines) (capture-log (λ () (message! m (list 4343 (lline (string-append "refused " why)))))))
      (check-eq? (loader-state base) 'unsafe)

@@ -10,6 +10,7 @@
          "../fastcgi/private/util/clock.rkt"
          "../fastcgi/private/worker/config.rkt"
          "../fastcgi/private/manager/manager-state.rkt"
+         (only-in "../fastcgi/private/manager/lifecycle.rkt" worker-move!)
          "../fastcgi/private/manager/manager-workers.rkt"
          "../fastcgi/private/os/signals.rkt"
          "lib/manager-fixture.rkt")
@@ -85,7 +86,7 @@
      (check-false (worker-retiring? ready-old))
      (check-equal? (worker-signalled ready-old) SIGTERM)
      ;; only workers waiting to be recycled: they are named
-     (set-worker-state! ready-new 'draining)
+     (worker-move! ready-new 'drain)
      (define w2 (add-worker! m #:state 'ready))
      (define control2 (open-output-string))
      (set-worker-control! w2 control2)
@@ -125,8 +126,8 @@
      (define s (add-worker! m #:state 'starting))
      (check-equal? (starts-now m 1) 0 "none more while it starts")
      ;; it is ready, and the one it replaces retires (reports.rkt's ready!)
-     (set-worker-state! s 'ready)
-     (set-worker-state! a 'draining)
+     (worker-move! s 'ready)
+     (worker-move! a 'retire)
      (check-equal? (starts-now m 1) 1 "then the next")
      (check-equal? (starts-now m 2) 2 "a worker gone otherwise is replaced beside it"))))
 

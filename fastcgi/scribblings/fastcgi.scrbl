@@ -2641,6 +2641,12 @@ raco fastcgi serve        the manager: a child subreaper, never loads the app
 └─ ...                    (a program a handler starts, and its orphans: reaped)
 }
 
+The manager tracks each of them from the instant it starts it, or the fork that makes it
+is answered, until it sees it exit; its state moves only as the tables of
+@filepath{manager/lifecycle.rkt} say, the one module that writes them (a worker: starting,
+ready, draining; a loader or the base: waiting, forking, loading, ready, unsafe, gone,
+off), and a test checks them pair by pair.
+
 Each of them talks to the manager over a connection of its own to the manager's control
 socket (@filepath{worker/control.rkt}), in one-line messages that are each written once, in
 @filepath{worker/lines.rkt}, from which both ends print and read them (a test holds every

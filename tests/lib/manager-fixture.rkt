@@ -11,6 +11,7 @@
          "../../fastcgi/private/worker/control.rkt"
          "../../fastcgi/private/util/log.rkt"
          "../../fastcgi/private/manager/manager-state.rkt"
+         (only-in "../../fastcgi/private/manager/lifecycle.rkt" worker-move!)
          "../../fastcgi/private/manager/pm.rkt"
          (only-in "../../fastcgi/private/os/signals.rkt" send-signal! SIGKILL)
          "../../fastcgi/private/transport/transport.rkt"
@@ -79,7 +80,11 @@
                              "sleep\n")))
   (define w (make-worker #:id (add1 (manager-next-id m)) #:process sp #:generation gen #:now now))
   (set-manager-next-id! m (worker-id w))
-  (when state (set-worker-state! w state))
+  ;; as the manager's moves would make it (lifecycle.rkt)
+  (case state
+    [(ready) (worker-move! w 'ready)]
+    [(draining) (worker-move! w 'drain)]
+    [else (void)])
   (when ready-ms (set-worker-ready-ms! w ready-ms))
   (when active (set-worker-active! w active))
   (when heard-ms (set-worker-heard-ms! w heard-ms))

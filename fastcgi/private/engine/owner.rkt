@@ -47,8 +47,8 @@
 ;; the owner's entry (the connection). They are how this module, below the connection
 ;; layer, starts the work that belongs to it; the connection layer gives the same two
 ;; procedures to every owner.
-(require (for-syntax racket/base)
-         racket/unsafe/ops
+(require racket/unsafe/ops
+         "../util/transitions.rkt"
          "../os/poller.rkt")
 (provide make-owner
          owner?
@@ -68,14 +68,8 @@
          transitions)
 
 ;; The table above, as data (transitions: event -> list of (from . to)) and as the code
-;; that makes them (next-state: event state -> state or #f), both from this one form.
-(define-syntax-rule (define-transitions table next [event (from to) ...] ...)
-  (begin
-    (define table (hasheq (~@ 'event '((from . to) ...)) ...))
-    (define (next e state)
-      (case e
-        [(event) (case state [(from) 'to] ... [else #f])] ...
-        [else #f]))))
+;; that makes them (next-state: event state -> state or #f), both from this one form
+;; (util/transitions.rkt).
 
 (define-transitions transitions next-state
   [step (parked loop)]

@@ -13,6 +13,7 @@
          "manager-exits.rkt"
          "manager-reload.rkt"
          "manager-reports.rkt"
+         "lifecycle.rkt"
          "manager-state.rkt"
          "manager-workers.rkt"
          "../os/signals.rkt")
@@ -58,7 +59,7 @@
     [else
      (log-fastcgi-error "the base ~a exited (~a) soon after it started: each generation's loader loads the app as a process of its own"
                         (loader-pid base) status)
-     (set-loader-state! base 'gone)])
+     (loader-move-if! base 'die)])
   (start-waiting-loaders! m))
 
 ;; generation-loader-exited! : manager loader -> void
@@ -70,7 +71,7 @@
   (cond
     [(or (manager-stopping? m) (not (eq? (generation-loader m g) ld)) (eq? state 'unsafe)) (void)]
     [(or (loader-failure ld) (eq? state 'loading))
-     (set-loader-state! ld 'gone)
+     (loader-move-if! ld 'die)
      (load-failed! m ld (or (loader-failure ld)
                             (format "loader ~a exited before the app loaded (~a)" (loader-pid ld) status)))]
     [(not (wanted-generation? m g)) (stop-loader! m g)]
@@ -86,7 +87,7 @@
        [else
         (log-fastcgi-error "loader ~a of generation ~a exited (~a) soon after it started (~a in a row): its workers start as processes of their own"
                            (loader-pid ld) g status deaths)
-        (set-loader-state! ld 'off)
+        (loader-move! ld 'fall-back)
         (define n (loader-wanted ld))
         (set-loader-wanted! ld 0)
         (for ([_ (in-range n)]) (spawn! m g))])]))
@@ -106,7 +107,7 @@
     [(not (manager-ever-ready? m)) (give-up! m why)]
     [(= g (manager-gen m))
      (log-fastcgi-error "loader of generation ~a: ~a; its workers start as processes of their own" g why)
-     (set-loader-state! ld 'off)
+     (loader-move! ld 'fall-back)
      (define n (loader-wanted ld))
      (set-loader-wanted! ld 0)
      (for ([_ (in-range n)]) (spawn! m g))]

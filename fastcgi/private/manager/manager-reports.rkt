@@ -18,6 +18,7 @@
          "../util/log.rkt"
          (only-in "../util/probes.rkt" probe-line)
          "manager-reload.rkt"
+         "lifecycle.rkt"
          "manager-state.rkt"
          "manager-status.rkt"
          "manager-workers.rkt"
@@ -94,7 +95,8 @@
   (when (and w msg)
     (define f (cdr msg))
     (case (car msg)
-      [(ready) (ready! m w) (publish! m (now-ms))]
+      ;; (a worker stopped before its ready line came stays stopped)
+      [(ready) (when (eq? (worker-state w) 'starting) (ready! m w) (publish! m (now-ms)))]
       [(stat) (stat! w f)]
       [(metrics) (let ([x (counts->metrics (hash-ref f 'counts))]) (when x (set-worker-metrics! w x)))]
       [(limit) (let ([n (hash-ref f 'max-requests)])
@@ -132,8 +134,10 @@
     [else
      (define f (cdr x))
      (define base? (eq? ld (manager-base m)))
-     ;; what and why: escaped by the loader, one line of plain ASCII
-     (case (car x)
+     ;; what and why: escaped by the loader, one line of plain ASCII. What it says of
+     ;; its loading counts while it loads (lifecycle.rkt's moves from loading)
+     (define loading? (eq? (loader-state ld) 'loading))
+     (case (and (or loading? (memq (car x) '(forked forked-loader forced failed))) (car x))
        [(loaded) (loaded! m ld (hash-ref f 'kind) (hash-ref f 'image))]
        [(ready) (when base? (base-ready! m ld (hash-ref f 'image)))]
        [(unsafe) (if base? (base-unsafe! m ld (hash-ref f 'what)) (unsafe! m ld (hash-ref f 'what)))]
@@ -204,7 +208,7 @@
 ;; The generation's workers asked so far are forked now. The first generation's kind is
 ;; what the pool's base will load (manager-workers.rkt's start-loader!).
 (define (loaded! m ld kind image)
-  (set-loader-state! ld 'ready)
+  (loader-move! ld 'loaded)
   (set-loader-image! ld image)
   (define g (loader-gen ld))
   (log-fastcgi-info "generation ~a loaded once by loader ~a (a heap of ~a MiB, shared): forking its workers"
@@ -218,7 +222,7 @@
 
 ;; base-ready! : manager loader (or/c natural #f) -> void
 (define (base-ready! m base image)
-  (set-loader-state! base 'ready)
+  (loader-move! base 'loaded)
   (set-loader-image! base image)
   (log-fastcgi-debug "the base ~a is ready (a heap of ~a MiB): later loaders are forked from it"
                      (loader-pid base) (if image (quotient image 1048576) "?"))
@@ -229,7 +233,7 @@
 ;; runtime is not as a fork expects (what: why, escaped by the base): loaders start as
 ;; processes.
 (define (base-unsafe! m base what #:refused? [refused? #f])
-  (set-loader-state! base 'unsafe)
+  (loader-move! base 'unsafe)
   (define then "each generation's loader loads the libraries itself")
   (if refused?
       (log-fastcgi-warning "the base: ~a" (probe-line "forking from a loaded image" what then))
@@ -239,7 +243,7 @@
 ;; unsafe! : manager loader string #:refused? boolean -> void
 ;; The generation's workers each load the app, as with --no-preload.
 (define (unsafe! m ld what #:refused? [refused? #f])
-  (set-loader-state! ld 'unsafe)
+  (loader-move! ld 'unsafe)
   (define g (loader-gen ld))
   (define then "each worker loads the app itself")
   (if refused?
@@ -273,7 +277,7 @@
 ;; The last of a reload's new generation ready: the old one retires, the new one serves.
 ;; Otherwise a fresh worker takes the place of one of its generation waiting to be recycled.
 (define (ready! m w)
-  (set-worker-state! w 'ready)
+  (worker-move! w 'ready)
   (set-worker-ready-ms! w (now-ms))
   (read-memory! w (now-ms))
   (set-manager-ever-ready?! m #t)

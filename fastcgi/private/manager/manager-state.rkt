@@ -10,11 +10,11 @@
          "../transport/transport.rkt")
 (provide (struct-out fork-ask)
          (struct-out stranger)
-         (except-out (struct-out worker) worker)
+         (except-out (struct-out worker) worker set-worker-state!)
          make-worker
-         (except-out (struct-out loader) loader)
+         (except-out (struct-out loader) loader set-loader-state! set-loader-sp! set-loader-pid!
+                     set-loader-started-ms!)
          make-loader
-         loader-started!
          generation-loader
          read-memory!
          (except-out (struct-out manager) manager)
@@ -106,12 +106,10 @@
 (define (make-loader #:generation gen #:process sp #:now now)
   (loader gen sp (and sp (child-pid sp)) now (if sp 'loading 'waiting) #f 0 #f #f #f #f #f 0))
 
-;; loader-started! : loader child-process flonum -> void ; a waiting loader's process, loading
-(define (loader-started! ld sp now)
-  (set-loader-sp! ld sp)
-  (set-loader-pid! ld (child-pid sp))
-  (set-loader-started-ms! ld now)
-  (set-loader-state! ld 'loading))
+;; The states are written by lifecycle.rkt only, as moves of its tables; so are a
+;; loader's process fields, set as it starts.
+(module+ owner
+  (provide set-worker-state! set-loader-state! set-loader-sp! set-loader-pid! set-loader-started-ms!))
 
 ;; read-memory! : worker flonum -> void
 ;; Its resident memory, its shared part (read every shared-every-ms: costly) and its

@@ -12,6 +12,7 @@
          "../util/log.rkt"
          "manager-loader.rkt"
          (only-in "manager-reports.rkt" expire-strangers!)
+         "lifecycle.rkt"
          "manager-state.rkt"
          "manager-status.rkt"
          "manager-workers.rkt"
@@ -105,7 +106,7 @@
                               ""))
        (set-worker-late! w 'killed)
        (total-add! m 'unresponsive_kills 1)
-       (set-worker-state! w 'draining)
+       (worker-move! w 'drain)
        (set-worker-retiring?! w #f)
        (set-worker-drain-deadline! w (+ now 5000))
        (send-signal! (worker-pid w) SIGKILL)

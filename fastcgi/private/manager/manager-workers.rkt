@@ -10,6 +10,7 @@
          "../worker/config.rkt"
          (only-in "../worker/lines.rkt" message-line)
          "../util/log.rkt"
+         "lifecycle.rkt"
          "manager-state.rkt"
          "pm.rkt"
          "../os/signals.rkt")
@@ -139,7 +140,7 @@
   (cond
     [(and base (eq? (loader-state base) 'ready)
           (ask-fork! m base (message-line 'manager 'loader #:gen g) 'loader g g ld))
-     (set-loader-state! ld 'forking)]
+     (loader-move! ld 'fork)]
     [else (loader-process-started! m ld (start-racket m loader-module (worker-config m 0)))]))
 
 ;; loader-process-started! : manager loader child-process -> void
@@ -248,8 +249,7 @@
     (log-fastcgi-error "~a did not answer within ~a s: starting ~a as a process of its own"
                        (forker-name m forker) fork-timeout
                        (if (eq? (fork-ask-kind a) 'worker) "the worker" "the loader"))
-    (unless (eq? (loader-state forker) 'gone)
-      (set-loader-state! forker 'gone)
+    (when (loader-move-if! forker 'die)
       (send-signal! (loader-pid forker) SIGKILL))
     (instead-of-fork! m a)))
 
@@ -298,7 +298,7 @@
 (define (drain! m w why)
   (unless (and (eq? (worker-state w) 'draining) (not (worker-retiring? w)))
     (log-fastcgi-info "stopping worker ~a (~a)" (worker-pid w) why)
-    (set-worker-state! w 'draining)
+    (worker-move! w 'drain)
     (set-worker-retiring?! w #f)
     (set-worker-drain-deadline! w (+ (now-ms) (* 1000 (+ (manager-cfg m serve-config-graceful-timeout) 2))))
     (send-signal! (worker-pid w) SIGTERM)))
@@ -317,7 +317,7 @@
       (total-add! m 'recycled 1))
     (set-worker-drain-deadline! w (min (+ (now-ms) (* 1000 hard-grace))
                                        (if draining? (worker-drain-deadline w) +inf.0)))
-    (set-worker-state! w 'draining)
+    (worker-move! w 'drain)
     (set-worker-retiring?! w #f)
     (send-signal! (worker-pid w) SIGTERM)
     (maintain! m)))
@@ -336,7 +336,7 @@
             (flush-output (worker-control w))
             #t))
      (log-fastcgi-info "retiring worker ~a (~a)" (worker-pid w) why)
-     (set-worker-state! w 'draining)
+     (worker-move! w 'retire)
      (set-worker-retiring?! w #t)
      (set-worker-drain-deadline! w (+ (now-ms)
                                       (* 1000 (+ (manager-cfg m serve-config-session-drain)

@@ -16,6 +16,8 @@
 ;; no locks, and the loop never waits on one child (a fork is asked, and its answer is an
 ;; event like any other). The pieces, each taking the pool's state (manager-state.rkt) as
 ;; its first argument:
+;;   lifecycle.rkt         the states of workers, loaders and the base: the only writer,
+;;                         by named moves checked against its tables
 ;;   manager-workers.rkt   spawn (a fork asked of a loader, or a process), drain, retire,
 ;;                         cut, recycle one worker; start loaders and the base; the forks'
 ;;                         answers and deadlines; maintain the pool (pm.rkt's policy)
