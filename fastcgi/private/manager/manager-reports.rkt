@@ -11,7 +11,6 @@
 ;; that stays unknown past stranger-ms is stopped (expire-strangers!): no process serves
 ;; on the listening socket untracked.
 (require racket/list
-         (only-in racket/port port->string)
          (only-in racket/string string-split)
          "../util/clock.rkt"
          "../worker/control.rkt"
@@ -197,7 +196,7 @@
 ;; child-of? : natural natural -> boolean ; is process pid parent's child (/proc)?
 (define (child-of? pid parent)
   (with-handlers ([exn:fail? (λ (e) #f)])
-    (define stat (call-with-input-file (format "/proc/~a/stat" pid) port->string))
+    (define stat (call-with-input-file (format "/proc/~a/stat" pid) (λ (in) (read-string 4096 in))))
     ;; pid (comm) state ppid ...: comm may hold spaces and parentheses
     (define after (substring stat (add1 (let loop ([i (sub1 (string-length stat))])
                                            (if (char=? (string-ref stat i) #\)) i (loop (sub1 i)))))))
