@@ -85,7 +85,7 @@
      (define answer (ask-stacks control 5))
      (unless answer
        (raise-user-error 'raco-fastcgi "ctl stacks: no answer from the manager (pid ~a) within 5 s; ctl stacks must run as the pool's user" pid))
-     (write-bytes (render-stacks answer fmt))]
+     (void (write-bytes (render-stacks answer fmt)))]
     [else (raise-user-error 'raco-fastcgi "ctl: expected status, reload, stop or stacks, got ~s" action)]))
 
 ;; read-pid : path-string -> natural ; a live manager's pid, or a clear error

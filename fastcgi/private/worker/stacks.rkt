@@ -16,14 +16,34 @@
 
 ;; thread-stack : thread -> (listof string)
 ;; Its frames now, innermost first: "name at file:line", "name", or "? at file:line".
+;; A forked worker's code was collected into the static generation (fork.rkt's
+;; make-heap-static!), after which Racket CS gives its frames a source location but no
+;; name: the name is then read from the source at that location (the procedure's own
+;; define form), where the file is there to read.
 (define (thread-stack t)
+  (define sources (make-hash))
   (for/list ([frame (in-list (continuation-mark-set->context (continuation-marks t)))]
              [_ (in-range max-frames)])
-    (format "~a~a" (or (car frame) "?")
-            (let ([loc (cdr frame)])
-              (if (and loc (srcloc-source loc))
-                  (format " at ~a:~a" (srcloc-source loc) (or (srcloc-line loc) "?"))
-                  "")))))
+    (define loc (cdr frame))
+    (format "~a~a" (or (car frame) (and loc (source-name loc sources)) "?")
+            (if (and loc (srcloc-source loc))
+                (format " at ~a:~a" (srcloc-source loc) (or (srcloc-line loc) "?"))
+                ""))))
+
+;; source-name : srcloc hash -> (or/c string #f)
+;; The name a define form at loc gives (define (NAME ...) or (define NAME ...)); sources:
+;; the files read so far (path -> string or #f).
+(define (source-name loc sources)
+  (define src (srcloc-source loc))
+  (define pos (srcloc-position loc))
+  (define text (and (path? src) pos
+                    (hash-ref! sources src
+                               (λ () (with-handlers ([exn:fail? (λ (e) #f)])
+                                       (call-with-input-file src (λ (in) (read-string 4000000 in))))))))
+  (define m (and (string? text) (<= pos (string-length text))
+                 (regexp-match #px"^\\((?:define|define/contract|define/public|define/private|define/override)\\s+\\(*([^\\s()\\[\\]{}\"]+)"
+                               text (sub1 pos) (min (string-length text) (+ pos 200)))))
+  (and m (cadr m)))
 
 ;; running-stacks : server -> (listof hash)
 ;; Each request whose handler runs, oldest first: id, method, uri, peer, age_ms, stack

@@ -7,7 +7,9 @@
 ;; lines of lines.rkt's worker channel: hello, then ready (after limit, with
 ;; --max-requests) or failed (then it exits 3); stat and metrics when they change; beat
 ;; every second once ready (a worker that falls silent is replaced: manager-watch.rkt);
-;; recycle once, when it wants to be replaced.
+;; recycle once, when it wants to be replaced. It answers the manager's retire (hand the
+;; kept connections over, serve the sessions, exit) and stacks (its running requests'
+;; stacks: stacks.rkt).
 ;; Signals: SIGTERM or SIGINT: stop accepting, finish in-flight requests (graceful timeout),
 ;; exit 0. SIGHUP: reopen the log files (the manager forwards its SIGUSR1 this way).
 ;; It also stops when the manager goes away (its socket closes, or the parent-death signal).
