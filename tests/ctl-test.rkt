@@ -127,7 +127,7 @@
       (λ (sp)
         (display-to-file (format "~a\n" (subprocess-pid sp)) pid-file #:exists 'truncate)
         (refused (list "status" "--pid-file" pid-file) #rx"^raco-fastcgi: ctl: no status in .*m\\.pid\\.status\\.json yet$")
-        (refused (list "restart" "--pid-file" pid-file) #rx"ctl: expected status, reload or stop, got \"restart\"$")
+        (refused (list "restart" "--pid-file" pid-file) #rx"ctl: expected status, reload, stop or stacks, got \"restart\"$")
         (refused (list "status" "--timeout" "soon" "--pid-file" pid-file) #rx"--timeout"))))))
 
 (test-case "status: the status file as text, or as JSON with --json"

@@ -1287,7 +1287,7 @@ dispositions, and take SIGHUP, SIGTERM and SIGINT as Racket does.
 
 For scripts and systemd units, @exec{raco fastcgi ctl} does the same by pid file:
 
-@commandline{raco fastcgi ctl status|reload|stop --pid-file FILE [--timeout SECS] [--json]}
+@commandline{raco fastcgi ctl status|reload|stop|stacks --pid-file FILE [--timeout SECS] [--json]}
 
 @itemlist[
  @item{@exec{status} prints the pool's status (text, or JSON with @DFlag{json}) from
@@ -1304,6 +1304,8 @@ For scripts and systemd units, @exec{raco fastcgi ctl} does the same by pid file
        of generation 3 died before it was ready: cannot load /srv/app.rkt: app: broken;
        generation 2 goes on serving} (a worker's, without preloading). Two @exec{ctl reload}
        run at the same moment may both be answered by the same reload.}
+ @item{@exec{stacks} prints what every running request does now (text, or JSON with
+       @DFlag{json}): @secref["stacks"].}
  @item{Before it sends a signal, @exec{reload} and @exec{stop} check that the process
        runs @tt{fastcgi}: a pid file written inside a container holds the manager's pid in
        the container's PID namespace (1, say), which outside it names another process
@@ -1534,6 +1536,42 @@ each.
 @(image status-png #:scale 0.6)
 
 The HTML page of a pool of two, as headless Chromium renders it.
+
+@subsection[#:tag "stacks"]{Live stacks of running requests}
+
+@exec{raco fastcgi ctl stacks --pid-file FILE}, and the status path with @tt{?stacks}
+(@tt{?stacks&json} for JSON), show every request running in the pool now: its worker
+(pid, id, generation, state), its request id, method and URI, where it came from, its age,
+and its handler's current Racket stack, innermost frame first (at most 30), each a
+procedure name with its source location where Racket has them. The stacks are taken while
+the requests run, without stopping them or their workers: the manager asks every worker
+over its control connection, and each reads its handler threads' continuation marks. A
+request blocked in a call to @racket[sync], say, shows the function that called it:
+
+@verbatim|{
+worker 4242 (id 3, generation 1, ready): 1 request running
+  request 1 GET /report?month=11 from unix, running for 12.4 s
+    wait-for-report at /srv/app/report.rkt:41
+    render-report at /srv/app/report.rkt:88
+    ...
+worker 4243 (id 4, generation 1, ready): no request running
+worker 4250 (id 5, generation 1, ready): did not answer within 1 s (stopped, or busy in a foreign call)
+}|
+
+The answer comes once every worker has answered, or after a second: a worker that has not
+answered by then (stopped, frozen, or held by a foreign call, which Racket cannot
+interrupt) is listed as such (@tt{"answered": false} in JSON). In a forked worker, Racket
+keeps the source location of each frame but not its procedure's name (the loaded image is
+made static, @secref["preload-memory"]); the name is then read from the source at that
+location, where the file is there to read. A single process (@DFlag{single-process})
+answers @tt{?stacks} from itself.
+
+What a stack may reveal: the names and source paths of the app's procedures, and of each
+running request its URI with its query string and its peer. Only those who can already see
+what the pool does see it: @exec{ctl stacks} asks the manager's control socket, which takes
+connections from the pool's user only (it must run as that user), and finds it in
+@filepath{FILE.status.json}, readable where the pid file is; @tt{?stacks} is the status
+path's, which the front should open to operators only (@secref["status"]).
 
 @subsection[#:tag "logs"]{Access and slow logs}
 

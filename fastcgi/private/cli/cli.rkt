@@ -8,7 +8,7 @@
   '(("serve" "run an application as a FastCGI server")
     ("dev" "run an application behind a local HTTP front (no nginx needed)")
     ("request" "send a FastCGI request to any FastCGI server, like cgi-fcgi")
-    ("ctl" "status, reload or stop a running manager (by its pid file)")))
+    ("ctl" "status, reload, stop or stacks of a running manager (by its pid file)")))
 
 ;; usage : output-port -> void
 (define (usage out)

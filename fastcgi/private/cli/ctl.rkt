@@ -1,11 +1,14 @@
 #lang racket/base
-;; `raco fastcgi ctl status|reload|stop --pid-file FILE`: for scripts and systemd units.
-;; status prints the pool's status (from FILE.status.json, which the manager keeps fresh);
+;; `raco fastcgi ctl status|reload|stop|stacks --pid-file FILE`: for scripts and systemd
+;; units. status prints the pool's status (from FILE.status.json, which the manager keeps
+;; fresh); stacks asks the manager (on its control socket, named in that file) for what
+;; every running request does now: each one's handler stack (manager-stacks.rkt);
 ;; reload sends SIGHUP and waits for the reload that answers it (one asked while another
 ;; is under way runs after that one): exit 0 when its generation serves, 1 with the reason
 ;; when it failed; stop sends SIGTERM and waits until the manager has exited.
 (require racket/cmdline racket/file racket/string
-         "cli-args.rkt" "../util/clock.rkt" "../status/pool-status.rkt" "../os/signals.rkt")
+         "cli-args.rkt" "../util/clock.rkt" "../status/pool-status.rkt" "../os/signals.rkt"
+         "../status/stacks-text.rkt" (only-in "../worker/control.rkt" ask-stacks))
 (provide ctl-command)
 
 ;; ctl-command : (vectorof string) -> void
@@ -21,7 +24,7 @@
      [("--pid-file" "-p") file "The manager's pid file (its --pid-file)" (set! pid-file file)]
      [("--timeout") secs "Seconds to wait for reload or stop (default 60)"
       (set! timeout (seconds-arg "--timeout" secs))]
-     [("--json") "status: print JSON instead of text" (set! fmt 'json)]
+     [("--json") "status, stacks: print JSON instead of text" (set! fmt 'json)]
      #:args (command) command))
   (unless pid-file (raise-user-error 'raco-fastcgi "ctl: give --pid-file FILE (the manager's --pid-file)"))
   (define pid (read-pid pid-file))
@@ -72,7 +75,18 @@
      (cond
        [(wait-until timeout (λ () (not (process-alive? pid)))) (printf "stopped\n")]
        [else (eprintf "raco fastcgi ctl: pid ~a still running after ~a s\n" pid timeout) (exit 1)])]
-    [else (raise-user-error 'raco-fastcgi "ctl: expected status, reload or stop, got ~s" action)]))
+    [("stacks")
+     (define board (read-scoreboard board-file))
+     (unless board (raise-user-error 'raco-fastcgi "ctl: no status in ~a yet" board-file))
+     (define control (hash-ref board 'control #f))
+     (unless (string? control)
+       (raise-user-error 'raco-fastcgi "ctl stacks: ~a does not name the manager's control socket (a manager of an older version)" board-file))
+     (check-manager! pid pid-file)
+     (define answer (ask-stacks control 5))
+     (unless answer
+       (raise-user-error 'raco-fastcgi "ctl stacks: no answer from the manager (pid ~a) within 5 s; ctl stacks must run as the pool's user" pid))
+     (void (write-bytes (render-stacks answer fmt)))]
+    [else (raise-user-error 'raco-fastcgi "ctl: expected status, reload, stop or stacks, got ~s" action)]))
 
 ;; read-pid : path-string -> natural ; a live manager's pid, or a clear error
 (define (read-pid file)

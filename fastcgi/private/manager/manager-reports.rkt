@@ -21,6 +21,7 @@
          "manager-state.rkt"
          "manager-status.rkt"
          "manager-workers.rkt"
+         "manager-stacks.rkt"
          (only-in "../os/signals.rkt" send-signal! SIGKILL)
          (only-in "../status/metrics.rkt" counts->metrics)
          "../worker/lines.rkt"
@@ -58,6 +59,9 @@
       (and (string? line) (parse-line 'greeting line))))
   (when (and greeting (eq? (car greeting) 'board))
     (with-handlers ([exn:fail? void]) (answer-board! out (board))))
+  ;; an ask for the stacks: the main loop answers on out, and closes it (manager-stacks.rkt)
+  (define stacks? (and greeting (eq? (car greeting) 'stacks)))
+  (when stacks? (channel-put messages (list 'stacks out)))
   (define pid (and greeting (hash-ref (cdr greeting) 'pid #f)))
   (define channel (and greeting (if (eq? (car greeting) 'hello) 'worker 'loader)))
   (when pid
@@ -70,12 +74,18 @@
           (loop))))
     (channel-put messages (list pid eof)))
   (close-input-port in)
-  (unless pid (with-handlers ([exn:fail? void]) (close-output-port out))))
+  (unless (or pid stacks?) (with-handlers ([exn:fail? void]) (close-output-port out))))
 
 ;; message! : manager (list natural (or/c output-port eof-object message #f)) -> void
 ;; From a worker's or a loader's control connection: its port (after hello), a message
 ;; (#f: a line that is none), its end.
 (define (message! m msg)
+  (if (eq? (first msg) 'stacks)
+      (stacks-asked! m (second msg))
+      (process-message! m msg)))
+
+;; process-message! : manager (list natural any) -> void ; message! of a process's connection
+(define (process-message! m msg)
   (define w (hash-ref (manager-workers m) (first msg) #f))
   (define ld (and (not w) (loader-by-pid m (first msg))))
   (define x (second msg))
@@ -103,6 +113,7 @@
       [(recycle) (recycle! m w (hash-ref f 'why))]
       ;; escaped by the worker: one line of plain ASCII
       [(failed) (set-worker-failure! w (hash-ref f 'why))]
+      [(stacks) (stacks-answered! m w (hash-ref f 'query) (hash-ref f 'json))]
       [else (void)])))
 
 ;; await-reports! : manager (-> boolean) -> void

@@ -148,13 +148,16 @@
 ;; answered: (cons 'forked ID) or (cons 'forked-loader GEN), the answer awaited, -> fork-ask;
 ;; the manager never waits for one: manager-workers.rkt), strangers (pid -> stranger: the
 ;; lines of a process that reported before the manager knew its pid, a forked one whose
-;; fork's answer is still on its way: manager-reports.rkt), base
+;; fork's answer is still on its way: manager-reports.rkt), queries (number -> the asks
+;; for the running requests' stacks under way: manager-stacks.rkt) and query-seq (a box:
+;; the last such number), base
 ;; (the pool's base, a loader struct of generation 0 from which later loaders are forked,
 ;; or #f), base-kind (what the base loads: 'raw or 'servlet, as the first generation) and
 ;; stopped-loaders (loaders stopped whose exit is still to be seen: a forked one is the
 ;; manager's to reap).
 (struct manager (config pid plan listener address listen-port control prefix pid-file scoreboard
                         messages start-ms relay-key workers totals cut preload? loaders forks strangers
+                        queries query-seq
                         [base #:mutable] [base-kind #:mutable] [stopped-loaders #:mutable]
                         [secret #:mutable] [gen #:mutable] [next-id #:mutable] [stopping? #:mutable]
                         [failures #:mutable] [last-failure-ms #:mutable] [last-start-error #:mutable]
@@ -174,7 +177,8 @@
            control prefix pid-file
            (and pid-file (string-append pid-file ".status.json"))
            (make-channel) start-ms relay-key (make-hasheqv) (make-hasheq) (make-weak-hasheq)
-           preload? (make-hasheqv) (make-hash) (make-hasheqv) #f #f '()
+           preload? (make-hasheqv) (make-hash) (make-hasheqv)
+           (make-hasheqv) (box 0) #f #f '()
            secret 1 0 #f
            0 0. #f
            #f 0.

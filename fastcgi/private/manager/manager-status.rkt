@@ -7,6 +7,7 @@
 (require "../util/jsexpr.rkt"
          "../util/clock.rkt"
          "../worker/config.rkt"
+         (only-in "../worker/control.rkt" control-name)
          (only-in "../os/log-file.rkt" log-lines-dropped)
          "../util/log.rkt"
          "manager-state.rkt"
@@ -44,7 +45,9 @@
     (unless (file-exists? pid-file)
       (write-pid-file! pid-file (manager-pid m))
       (log-fastcgi-warning "the pid file ~a was removed: written again" (log-escape pid-file)))
-    (write-scoreboard! (manager-scoreboard m) board)
+    ;; the control socket's name, for `ctl stacks` (not on the status page: the board)
+    (write-scoreboard! (manager-scoreboard m)
+                       (hash-set board 'control (control-name (manager-prefix m))))
     (set-manager-files-ok?! m #t)))
 
 ;; write-pid-file! : path-string natural -> void

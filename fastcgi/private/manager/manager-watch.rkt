@@ -12,6 +12,7 @@
          "../util/log.rkt"
          "manager-loader.rkt"
          (only-in "manager-reports.rkt" expire-strangers!)
+         (only-in "manager-stacks.rkt" stacks-deadlines!)
          "lifecycle.rkt"
          "manager-state.rkt"
          "manager-status.rkt"
@@ -67,6 +68,7 @@
   (watch-loaders! m now)
   (fork-deadlines! m now)
   (expire-strangers! m now)
+  (stacks-deadlines! m now)
   ;; a worker started after the last crash has lasted: workers start again
   (when (and (positive? (manager-failures m))
              (for/or ([w (in-list (live-workers m))])

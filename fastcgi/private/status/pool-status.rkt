@@ -11,6 +11,7 @@
 (provide read-scoreboard
          write-scoreboard!
          status-format
+         query-keys
          render-status
          status-content-type)
 
@@ -19,14 +20,18 @@
 ;; else text. "full" is accepted for
 ;; php-fpm habits (the text format always lists the workers).
 (define (status-format query)
-  (define q (if query (bytes->string/latin-1 query) ""))
-  (define keys (map (λ (kv) (car (string-split kv "=" #:trim? #f))) (string-split q "&")))
+  (define keys (query-keys query))
   (cond
     [(member "json" keys) 'json]
     [(member "openmetrics" keys) 'openmetrics]
     [(member "prometheus" keys) 'prometheus]
     [(member "html" keys) 'html]
     [else 'text]))
+
+;; query-keys : (or/c bytes #f) -> (listof string) ; the names in a query string
+(define (query-keys query)
+  (define q (if query (bytes->string/latin-1 query) ""))
+  (map (λ (kv) (car (string-split kv "=" #:trim? #f))) (string-split q "&")))
 
 ;; status-content-type : symbol -> bytes
 (define (status-content-type fmt)

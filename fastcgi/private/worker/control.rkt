@@ -14,7 +14,8 @@
 ;;   key: never on a command line, in the environment or in a file.
 ;; - The pool's status. A worker answering the status path connects and writes `board`;
 ;;   the manager answers with the scoreboard as one line of JSON (`null` before the first)
-;;   and closes the connection.
+;;   and closes the connection. `stacks` (the status path's ?stacks, `ctl stacks`) is
+;;   answered the same way with the running requests' stacks (manager-stacks.rkt).
 (require file/sha1
          "../util/entropy.rkt"
          "../util/jsexpr.rkt"
@@ -29,6 +30,7 @@
          read-keys
          answer-board!
          ask-board
+         ask-stacks
          read-secret)
 
 ;; make-pool-prefix : natural -> string ; fastcgi-PID-RANDOM
@@ -76,7 +78,16 @@
 ;; ask-board : string real -> (or/c hash #f)
 ;; The pool's status from the manager's control socket; #f when it does not come within
 ;; timeout seconds, or there is none yet.
-(define (ask-board control timeout)
+(define (ask-board control timeout) (ask-manager control 'board timeout))
+
+;; ask-stacks : string real -> (or/c hash #f)
+;; The running requests' stacks, from every worker the manager reaches (manager-stacks.rkt);
+;; #f when they do not come within timeout seconds.
+(define (ask-stacks control timeout) (ask-manager control 'stacks timeout))
+
+;; ask-manager : string symbol real -> (or/c hash #f)
+;; The manager's answer to an ask (a greeting of lines.rkt): one line of JSON after the keys.
+(define (ask-manager control ask timeout)
   (define cust (make-custodian))
   (dynamic-wind
    void
@@ -84,7 +95,7 @@
      (with-handlers ([exn:fail? (λ (e) #f)])
        (parameterize ([current-custodian cust])
          (define-values (in out) (private-connect control))
-         (write-string (message-line 'greeting 'board) out)
+         (write-string (message-line 'greeting ask) out)
          (newline out)
          (flush-output out)
          (define deadline (alarm-at-evt (+ (now-ms) (* 1000 timeout))))

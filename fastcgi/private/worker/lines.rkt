@@ -6,8 +6,10 @@
 ;;
 ;; The channels (who writes to whom):
 ;;   greeting  the first line of a process on the manager's control socket: a worker's
-;;             hello, a generation's loader's, the base's, or a status-path worker's ask
-;;             for the board (answered with one line of JSON, then closed: control.rkt)
+;;             hello, a generation's loader's, the base's, or an ask: a status-path
+;;             worker's for the board, `ctl stacks`'s or a status-path worker's for the
+;;             running requests' stacks (each answered with one line of JSON, then closed:
+;;             control.rkt, manager-stacks.rkt)
 ;;   worker    a worker's reports to the manager, after its hello
 ;;   loader    a loader's or the base's reports, and their answers to fork lines
 ;;   manager   the manager's lines to a worker or a loader: the keys first (control.rkt)
@@ -37,7 +39,8 @@
    (list (msg 'hello '(pid nat))
          (msg 'loader '(pid nat))
          (msg 'base '(pid nat))
-         (msg 'board))
+         (msg 'board)
+         (msg 'stacks))
    'worker
    (list (msg 'ready)
          ;; the counters, when they change; oldest-age-ms: the oldest running request's
@@ -49,7 +52,8 @@
          (msg 'limit '(max-requests nat))          ; before ready: the limit it drew
          (msg 'recycle '(why text))                ; once: it wants to be replaced
          (msg 'failed '(why text))                 ; instead of ready; then it exits 3
-         (msg 'beat))                              ; every second once ready
+         (msg 'beat)                               ; every second once ready
+         (msg 'stacks '(query nat) '(json text)))  ; answers stacks QUERY: its running requests
    'loader
    (list (msg 'refused '(why text))                ; this Racket cannot fork as expected
          (msg 'unsafe '(what text))                ; loading left what a fork cannot share
@@ -63,7 +67,8 @@
    (list (msg 'keys '(secret hex) '(relay-key hex))
          (msg 'retire '(successors nats))          ; the worker ids its connections go to
          (msg 'fork '(id nat))                     ; to a loader: fork worker ID
-         (msg 'loader '(gen nat)))))               ; to the base: fork generation GEN's loader
+         (msg 'loader '(gen nat))                  ; to the base: fork generation GEN's loader
+         (msg 'stacks '(query nat)))))             ; to a worker: its running requests' stacks
 
 ;; channel-specs : symbol -> (listof symbol) ; a channel's verbs
 (define (channel-specs channel) (map spec-verb (hash-ref channels channel)))

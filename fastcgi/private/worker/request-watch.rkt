@@ -12,7 +12,8 @@
          "../engine/request.rkt"
          "../engine/server.rkt"
          "../util/table.rkt"
-         "../engine/wire.rkt")
+         "../engine/wire.rkt"
+         (only-in "stacks.rkt" thread-stack))
 (provide make-observer
          slow-watcher
          stuck-watcher)
@@ -51,14 +52,7 @@
       (when (and t (> ran threshold) (not (hash-ref seen r #f)) (not (thread-dead? t)))
         (hash-set! seen r #t)
         (counter-add! slow-count 1)
-        (define stack
-          (for/list ([frame (in-list (continuation-mark-set->context (continuation-marks t)))]
-                     [_ (in-range 30)])
-            (format "    ~a~a" (or (car frame) "?")
-                    (let ([loc (cdr frame)])
-                      (if (and loc (srcloc-source loc))
-                          (format " at ~a:~a" (srcloc-source loc) (or (srcloc-line loc) "?"))
-                          "")))))
+        (define stack (map (λ (f) (string-append "    " f)) (thread-stack t)))
         (log-file-write!
          lf
          (string->bytes/utf-8

@@ -11,10 +11,13 @@
          (only-in "../engine/connection.rkt" queue-delay-ms)
          (only-in "../os/log-file.rkt" log-lines-dropped)
          "../status/pool-status.rkt"
+         "../status/stacks-text.rkt"
+         (only-in "stacks.rkt" running-stacks)
          "../engine/request.rkt"
          "../engine/wire.rkt")
 (provide wrap-status-paths
-         single-board)
+         single-board
+         single-stacks)
 
 ;; single-board : server serve-config flonum [hash] -> hash
 ;; The status of a single-process server; mjs: its request metrics (metrics->jsexpr), on the
@@ -50,6 +53,11 @@
                                  'memory (or rss (json-null))
                                  'uptime (inexact->exact (floor (/ (- now start-ms) 1000)))))))))
 
+;; single-stacks : server -> hash ; manager-stacks.rkt's answer, for a single process
+(define (single-stacks srv)
+  (hasheq 'workers (list (hasheq 'pid (getpid) 'id 1 'generation 1 'state "ready" 'answered #t
+                                 'requests (running-stacks srv)))))
+
 ;; port->string* : input-port -> string
 (define (port->string* in)
   (let ([o (open-output-string)]) (copy-port* in o) (get-output-string o)))
@@ -58,11 +66,13 @@
   (define bs (read-bytes 4096 in))
   (unless (eof-object? bs) (write-bytes bs out) (copy-port* in out)))
 
-;; wrap-status-paths : handler #:status-path #:ping-path #:ping-response #:board -> handler
+;; wrap-status-paths : handler #:status-path #:ping-path #:board #:stacks -> handler
 ;; Requests for the status or ping path are answered here and never reach the app. The path
 ;; is REQUEST_URI without its query (SCRIPT_NAME when the front sends no REQUEST_URI).
-;; board: -> (or/c hash #f), the pool status now.
-(define (wrap-status-paths handler #:status-path status-path #:ping-path ping-path #:board board)
+;; board: -> (or/c hash #f), the pool status now; stacks: -> (or/c hash #f), what every
+;; running request does now (?stacks: manager-stacks.rkt's answer).
+(define (wrap-status-paths handler #:status-path status-path #:ping-path ping-path #:board board
+                           #:stacks [stacks (λ () #f)])
   (cond
     [(not (or status-path ping-path)) handler]
     [else
@@ -71,7 +81,10 @@
      (λ (r)
        (define path (request-path r))
        (cond
-         [(and status-b (equal? path status-b)) (answer-status r (board))]
+         [(and status-b (equal? path status-b))
+          (if (member "stacks" (query-keys (request-param r #"QUERY_STRING")))
+              (answer-stacks r (stacks))
+              (answer-status r (board)))]
          [(and ping-b (equal? path ping-b))
           (write-bytes ping-answer (fastcgi-request-stdout r))]
          [else (handler r)]))]))
@@ -86,6 +99,18 @@
 ;; The status and ping answers change with each request: no cache may keep them.
 (define no-store '((#"Cache-Control" . #"no-store")))
 (define ping-answer (bytes-append (cgi-head #f #"text/plain" no-store) #"pong\n"))
+
+;; answer-stacks : fastcgi-request (or/c hash #f) -> void
+;; ?stacks: text, or JSON with json too; 503 when the manager did not answer.
+(define (answer-stacks r answer)
+  (define out (fastcgi-request-stdout r))
+  (cond
+    [answer
+     (define json? (member "json" (query-keys (request-param r #"QUERY_STRING"))))
+     (write-bytes (bytes-append (cgi-head #f (if json? #"application/json" #"text/plain; charset=utf-8") no-store)
+                                (render-stacks answer (if json? 'json 'text)))
+                  out)]
+    [else (write-bytes (status-page 503 #"no answer from the manager\n") out)]))
 
 ;; answer-status : fastcgi-request (or/c hash #f) -> void
 ;; The board in the query's format; 503 while the manager has not published one yet.

@@ -7,7 +7,9 @@
 ;; lines of lines.rkt's worker channel: hello, then ready (after limit, with
 ;; --max-requests) or failed (then it exits 3); stat and metrics when they change; beat
 ;; every second once ready (a worker that falls silent is replaced: manager-watch.rkt);
-;; recycle once, when it wants to be replaced.
+;; recycle once, when it wants to be replaced. It answers the manager's retire (hand the
+;; kept connections over, serve the sessions, exit) and stacks (its running requests'
+;; stacks: stacks.rkt).
 ;; Signals: SIGTERM or SIGINT: stop accepting, finish in-flight requests (graceful timeout),
 ;; exit 0. SIGHUP: reopen the log files (the manager forwards its SIGUSR1 this way).
 ;; It also stops when the manager goes away (its socket closes, or the parent-death signal).
@@ -19,7 +21,7 @@
          "config.rkt"
          "../os/handover.rkt"
          (only-in "../os/ffi.rkt" close-on-exec-all!)
-         (only-in "control.rkt" control-name relay-name ask-board read-secret)
+         (only-in "control.rkt" control-name relay-name ask-board ask-stacks read-secret)
          "manager-link.rkt"
          "../util/limits.rkt"
          "../os/log-file.rkt"
@@ -37,6 +39,8 @@
          "../os/signals.rkt"
          "running-app.rkt"
          "status-paths.rkt"
+         (only-in "stacks.rkt" running-stacks)
+         (only-in "../util/jsexpr.rkt" jsexpr->string)
          "../engine/timer.rkt"
          "../transport/transport.rkt"
          "../engine/wire.rkt")
@@ -72,6 +76,8 @@
                          #:secret secret #:relay-key relay-key
                          #:report report!
                          #:board (λ (srv) (ask-board control 2))
+                         ;; every worker's, through the manager (manager-stacks.rkt)
+                         #:stacks (λ (srv) (ask-stacks control 3))
                          #:on-load-failure fail!)))
   ;; kept connections that retiring siblings hand over (handover.rkt)
   (start-handover-receiver! (handover-address (serve-config-pool-prefix cfg) (serve-config-worker-id cfg))
@@ -93,11 +99,17 @@
             (let loop ()
               (define m (next-manager-line ctl-in))
               (unless (eof-object? m)
-                (when (and m (eq? (car m) 'retire))
-                  (set-box! hand-to
-                            (for/list ([id (in-list (hash-ref (cdr m) 'successors))])
-                              (handover-address (serve-config-pool-prefix cfg) id)))
-                  (semaphore-post retire))
+                (case (and m (car m))
+                  [(retire)
+                   (set-box! hand-to
+                             (for/list ([id (in-list (hash-ref (cdr m) 'successors))])
+                               (handover-address (serve-config-pool-prefix cfg) id)))
+                   (semaphore-post retire)]
+                  ;; what its running requests do now (stacks.rkt), taken without stopping them
+                  [(stacks)
+                   (report! 'stacks #:query (hash-ref (cdr m) 'query)
+                            #:json (jsexpr->string (running-stacks (app-server a))))]
+                  [else (void)])
                 (loop)))
             (semaphore-post manager-gone)))
   (serve-until-stopped a (serve-config-graceful-timeout cfg) manager-gone
@@ -123,6 +135,7 @@
   (define a (serve-app cfg l metrics
                        #:report void
                        #:board (λ (srv) (single-board srv cfg start-ms (metrics->jsexpr metrics)))
+                       #:stacks (λ (srv) (single-stacks srv))
                        ;; the socket was bound first (its errors come before a long
                        ;; load): a start that cannot work leaves no socket behind
                        #:on-load-failure (λ (msg) (listener-close! l) (raise-user-error 'raco-fastcgi "~a" msg))))
@@ -144,13 +157,13 @@
   (when every
     (thread (λ () (let loop () (notify! sd "WATCHDOG=1") (sleep (/ every 1000.)) (loop))))))
 
-;; serve-app : serve-config listener metrics #:secret #:relay-key #:report #:board #:on-load-failure
-;;             -> app
+;; serve-app : serve-config listener metrics #:secret #:relay-key #:report #:board #:stacks
+;;             #:on-load-failure -> app
 ;; Loads the app and serves it on the listener, with the request metrics, the access and
 ;; slow logs and the status and ping paths. A worker has the secret and the relay key from
 ;; the manager.
 (define (serve-app cfg listener metrics #:secret [secret #f] #:relay-key [relay-key #f]
-                   #:report report! #:board board #:on-load-failure fail)
+                   #:report report! #:board board #:stacks stacks #:on-load-failure fail)
   (define lim (serve-config-worker-limits cfg))
   (define-values (app-handler roles servlet) (load-configured-app cfg fail #:secret secret))
   (when (limits-request-memory lim) (start-memory-guard! (limits-request-memory lim)))
@@ -167,7 +180,8 @@
     (wrap-status-paths app-handler
                        #:status-path (serve-config-status-path cfg)
                        #:ping-path (serve-config-ping-path cfg)
-                       #:board (λ () (board (unbox srv-box)))))
+                       #:board (λ () (board (unbox srv-box)))
+                       #:stacks (λ () (stacks (unbox srv-box)))))
   (define rm (and servlet (loaded-servlet-sessions servlet)))
   (define worker-id (serve-config-worker-id cfg))
   (define peers? (and rm (serve-config-pool-prefix cfg) relay-key))
