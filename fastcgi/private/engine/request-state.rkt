@@ -104,12 +104,21 @@
     ((stdin stdin-end filter) data)
     ((data data-end filter) running)))
 
+;; The table compiled once: event -> state -> role -> next (a move is a few hash
+;; look-ups, not a list built and searched).
+(define compiled-transitions
+  (for/fold ([t (hasheq)]) ([row (in-list request-transitions)])
+    (define-values (state event role) (apply values (car row)))
+    (hash-update t event
+                 (λ (by-state)
+                   (hash-update by-state state (λ (by-role) (hash-set by-role role (cadr row))) (hasheq)))
+                 (hasheq))))
+
 ;; next-request-state : symbol symbol symbol -> (or/c symbol #f) ; #f: the event does not apply
 (define (next-request-state state event role)
-  (cond
-    [(eq? event 'end) (and (not (eq? state 'done)) 'done)]
-    [(assoc (list state event role) request-transitions) => cadr]
-    [else #f]))
+  (if (eq? event 'end)
+      (and (not (eq? state 'done)) 'done)
+      (hash-ref (hash-ref (hash-ref compiled-transitions event #hasheq()) state #hasheq()) role #f)))
 
 ;; step! : request symbol -> void ; a move that must apply (else a bug of the caller)
 (define (step! r event)
@@ -149,7 +158,7 @@
   (parameterize-break #f
     (conn-lock! c)
     (define first? (not (eq? (fastcgi-request-state r) 'done)))
-    (when first? (set-fastcgi-request-state! r 'done))
+    (when first? (step! r 'end))
     (semaphore-post lock)
     first?))
 
