@@ -1,5 +1,5 @@
 #lang racket/base
-;; worker.rkt: load-configured-app, the loader the workers, the single process and
+;; serve-app.rkt: load-configured-app, the loader the workers, the single process and
 ;; `serve --check` share, in this process: a raw handler, a servlet, and an app that cannot
 ;; load, which is one line through the given fail (never a stack trace). The worker
 ;; serving for real: every test that starts `raco fastcgi serve` (manager-test,
@@ -8,7 +8,7 @@
          racket/string
          rackunit
          "../fastcgi/private/worker/config.rkt"
-         "../fastcgi/private/worker/worker.rkt"
+         "../fastcgi/private/worker/serve-app.rkt"
          "integration/lib.rkt"
          "lib/app-sources.rkt")
 

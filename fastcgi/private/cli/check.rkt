@@ -9,7 +9,7 @@
          "../os/logging.rkt"
          "../worker/preflight.rkt"
          "../transport/transport.rkt"
-         "../worker/worker.rkt")
+         "../worker/serve-app.rkt")
 (provide check-serve)
 
 ;; check-serve : serve-config -> none

@@ -20,7 +20,7 @@
   (unless single? (check-pool! cfg))
   (cond
     [(hash-ref modes 'check? #f) ((dynamic-require check-module 'check-serve) cfg)]
-    [single? ((dynamic-require worker-module 'run-single) cfg)]
+    [single? ((dynamic-require single-module 'run-single) cfg)]
     [else (run-manager cfg)]))
 
 ;; parse-serve-argv : (vectorof string) -> (values serve-config (hash/c symbol #t))
@@ -50,7 +50,7 @@
 ;; --check and --single load the app, so they need the worker's modules; the manager, which
 ;; runs as long as the pool does, never loads them (each process holds what it loads).
 (define-runtime-path check-module "check.rkt")
-(define-runtime-path worker-module "../worker/worker.rkt")
+(define-runtime-path single-module "../worker/single.rkt")
 
 ;; hash->limits : (hash/c symbol any) -> limits ; make-limits with these keyword arguments
 (define (hash->limits h)

@@ -13,7 +13,7 @@
          "dev-files.rkt")
 (provide run-dev-child)
 
-(define-runtime-path worker "../worker/worker.rkt")
+(define-runtime-path worker "../worker/single.rkt")
 (define-runtime-path config "../worker/config.rkt")
 (define-runtime-path signals "../os/signals.rkt")
 (define-runtime-path server-dir "..")

@@ -3,7 +3,7 @@
 ;; line that starts it. The supervisor is dev-reload.rkt.
 ;;
 ;; The app's process: racket -l racket/base -e '(require (submod (file DEV-CHILD.rkt) child))' CONFIG DEV
-;; CONFIG is run-single's configuration (worker.rkt), a serve-config as config.rkt's
+;; CONFIG is run-single's configuration (single.rkt), a serve-config as config.rkt's
 ;; write-serve-config writes it; DEV is a `write`n hash of what the process does for dev:
 ;;   dev-files: the file this process appends a line to for every module file it loads:
 ;;     `(app PATH STAMP)` for the app's own files, before it loads them, `(lib PATH)` for

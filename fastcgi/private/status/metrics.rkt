@@ -2,7 +2,7 @@
 ;; A process's request metrics: histograms (histogram.rkt) of request duration, queue time
 ;; (queue-time.rkt) and response size (the CGI output written to FCGI_STDOUT), and the
 ;; answers counted by status class (1xx to 5xx). A worker records each answered request
-;; (worker.rkt's observer) and reports them to the manager in a `metrics` line
+;; (serve-app.rkt's observer) and reports them to the manager in a `metrics` line
 ;; (manager-reports.rkt), which folds those of workers that are gone into the pool's
 ;; totals and puts them on the board (manager-status.rkt, pool-status.rkt).
 (require ffi/unsafe/atomic

@@ -2,7 +2,7 @@
 ;; The configuration of `raco fastcgi serve`: one struct, serve-config, whose fields and
 ;; defaults are stated once, in the table below. The command line builds it (serve-cli.rkt);
 ;; the manager (manager.rkt and its pieces), its workers and the single process
-;; (worker.rkt), `serve --check` (check.rkt) and `dev`'s app process read it with its
+;; (worker.rkt, single.rkt), `serve --check` (check.rkt) and `dev`'s app process read it with its
 ;; accessors. A worker gets it on its command line (worker-main.rkt), as does `dev`'s app
 ;; process (dev-child.rkt): write-serve-config and read-serve-config are the one place where
 ;; it is written out and read back. It never holds a secret: the manager reads --secret-file
