@@ -102,13 +102,15 @@
   (apply notify! (notify-sd n) (append lines (list (string-append "STATUS=" prefix text)))))
 
 ;; first-generation-serves? : manager -> boolean
-;; Every worker of the generation that serves is ready (an ondemand pool's idle workers
-;; may all have stopped since), the point from which a worker that dies no longer ends
-;; the manager (manager-exits.rkt).
+;; Every worker of the generation that serves is ready, none is still on its way from the
+;; loader (a fork asked and not yet answered: manager-workers.rkt), and an ondemand pool's
+;; idle workers may all have stopped since: the point from which a worker that dies no
+;; longer ends the manager (manager-exits.rkt).
 (define (first-generation-serves? m)
   (define ws (serving m (manager-gen m)))
   (and (not (manager-stopping? m))
        (manager-ever-ready? m)
+       (zero? (pending-forks m (manager-gen m)))
        (andmap (λ (w) (eq? (worker-state w) 'ready)) ws)))
 
 ;; frozen? : manager -> boolean ; there are workers, and every one not stopping is late

@@ -23,6 +23,8 @@
          manager-cfg
          live-workers
          serving
+         pending-forks
+         wanted-generation?
          total-add!
          start-failures-over!
          clean-up!)
@@ -200,6 +202,20 @@
 (define (serving m g)
   (filter (λ (w) (and (= (worker-gen w) g) (not (eq? (worker-state w) 'draining))))
           (live-workers m)))
+
+;; pending-forks : manager natural -> natural
+;; Workers of generation g on their way from its loader: asked of it while it loads, or
+;; asked and not yet answered.
+(define (pending-forks m g)
+  (define ld (generation-loader m g))
+  (+ (if (and ld (memq (loader-state ld) '(waiting forking loading))) (loader-wanted ld) 0)
+     (for/sum ([a (in-hash-values (manager-forks m))])
+       (if (and (eq? (fork-ask-kind a) 'worker) (= (fork-ask-gen a) g)) 1 0))))
+
+;; wanted-generation? : manager natural -> boolean ; the one that serves or the one a reload starts
+(define (wanted-generation? m g)
+  (and (not (manager-stopping? m))
+       (or (= g (manager-gen m)) (eqv? g (manager-reload-gen m)))))
 
 ;; total-add! : manager symbol number -> void
 (define (total-add! m k n)

@@ -18,13 +18,11 @@
          fork-reply!
          fork-deadlines!
          forks-of-exited!
-         wanted-generation?
          start-loader!
          start-waiting-loaders!
          start-base!
          stop-loader!
          stop-idle-loaders!
-         pending-forks
          drain!
          cut!
          retire!
@@ -60,15 +58,6 @@
          #f
          (spawn-process! m g))]
     [else (spawn-process! m g)]))
-
-;; pending-forks : manager natural -> natural
-;; Workers of generation g on their way from its loader: asked of it while it loads, or
-;; asked and not yet answered.
-(define (pending-forks m g)
-  (define ld (generation-loader m g))
-  (+ (if (and ld (memq (loader-state ld) '(waiting forking loading))) (loader-wanted ld) 0)
-     (for/sum ([a (in-hash-values (manager-forks m))])
-       (if (and (eq? (fork-ask-kind a) 'worker) (= (fork-ask-gen a) g)) 1 0))))
 
 ;; worker-config : manager natural -> serve-config ; what worker id runs with
 (define (worker-config m id)
@@ -266,11 +255,6 @@
   (if (eq? forker (manager-base m))
       (format "the base ~a" (loader-pid forker))
       (format "loader ~a" (loader-pid forker))))
-
-;; wanted-generation? : manager natural -> boolean ; the one that serves or the one a reload starts
-(define (wanted-generation? m g)
-  (and (not (manager-stopping? m))
-       (or (= g (manager-gen m)) (eqv? g (manager-reload-gen m)))))
 
 ;; stop-loader! : manager natural -> void ; generation g needs its loader no more
 (define (stop-loader! m g)
