@@ -142,13 +142,14 @@
 ;; count of each status (summed over wrk's threads).
 (define wrk-script (repo-file "tests" "integration" "wrk-mix.lua"))
 
-;; run-wrk : path natural real [natural] #:script path -> hash
-;; wrk on the front's port for seconds: requests non2xx connect read write timeout, and
-;; codes (status -> count).
-(define (run-wrk dir port seconds [connections 24] #:script [script wrk-script])
+;; run-wrk : path natural real [natural] #:script path #:timeout real -> hash
+;; wrk on the front's port for seconds: requests non2xx connect read write timeout (those
+;; with no answer within timeout seconds: wrk's default, 2), and codes (status -> count).
+(define (run-wrk dir port seconds [connections 24] #:script [script wrk-script] #:timeout [timeout 2])
   (define wrk (require-program! "/usr/bin/wrk" "wrk"))
   (define-values (code out err)
-    (run-program wrk (list "-t2" (format "-c~a" connections) (format "-d~as" seconds) "-s" (path->string script)
+    (run-program wrk (list "-t2" (format "-c~a" connections) (format "-d~as" seconds) (format "--timeout=~as" timeout)
+                           "-s" (path->string script)
                            (format "http://127.0.0.1:~a/" port))
                  #:timeout (+ seconds 30)))
   (define text (if (bytes? out) (bytes->string/utf-8 out #\?) out))
