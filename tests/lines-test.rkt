@@ -13,6 +13,7 @@
     (greeting base ((pid . 13)) "base 13")
     (greeting board () "board")
     (greeting stacks () "stacks")
+    (greeting reload ((canary-ms . 2500)) "reload 2500")
     (worker ready () "ready")
     (worker stat ((requests . 120) (active . 2) (connections . 7) (slow . 1) (shed . 0)
                   (queue-delay . 35) (sessions . 4) (log-dropped . 0) (oldest-age-ms . 1500))

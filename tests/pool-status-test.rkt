@@ -20,7 +20,7 @@
           'listen_queue (json-null) 'active_workers 1 'idle_workers 1 'total_workers 2
           'late_workers 0 'draining_workers 0 'sessions 0 'max_active_workers 2
           'max_workers_reached 0 'slow_requests 0 'shed_requests 3 'log_dropped 0 'restarts 0
-          'unresponsive_kills 0 'recycled 0 'orphans_reaped 2 'untracked_stopped 1 'reloads 0 'reload_failures 0
+          'unresponsive_kills 0 'recycled 0 'orphans_reaped 2 'untracked_stopped 1 'reloads 0 'reload_failures 0 'canary_forwards 2 'canary_rollbacks 1
           'last_reload_error "app.rkt: boom" 'start_failures 0
           'workers (list (hasheq 'pid 101 'state "busy" 'generation 1 'requests 4 'active 1
                                  'connections 1 'sessions 0 'shed 0 'queue_delay 0.25
@@ -111,6 +111,8 @@
      "reloads:               0"
      "reload failures:       0"
      "last reload error:     app.rkt: boom"
+     "canary forwards:       2"
+     "canary rollbacks:      1"
      "start failures:        0"
      "last start error:      -"
      ""

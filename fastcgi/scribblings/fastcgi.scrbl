@@ -1271,7 +1271,8 @@ so during the check too.
        @tt{last_reload_error}. Reloads run one at a time: a SIGHUP that comes while one is
        under way starts another reload once that one is done or has failed (several such
        SIGHUPs make one), so the code on disk at the last SIGHUP is what serves in the
-       end.}
+       end. With @DFlag{canary}, a reload goes through a canary first:
+       @secref["canary"].}
  @item{@bold{SIGUSR1}: reopen the log files (for logrotate). The manager passes it on to
        every worker as SIGHUP, which workers take as ``reopen your log files''.}
 ]
@@ -1287,7 +1288,7 @@ dispositions, and take SIGHUP, SIGTERM and SIGINT as Racket does.
 
 For scripts and systemd units, @exec{raco fastcgi ctl} does the same by pid file:
 
-@commandline{raco fastcgi ctl status|reload|stop|stacks --pid-file FILE [--timeout SECS] [--json]}
+@commandline{raco fastcgi ctl status|reload|stop|stacks --pid-file FILE [--timeout SECS] [--json] [--canary SECS]}
 
 @itemlist[
  @item{@exec{status} prints the pool's status (text, or JSON with @DFlag{json}) from
@@ -1304,6 +1305,10 @@ For scripts and systemd units, @exec{raco fastcgi ctl} does the same by pid file
        of generation 3 died before it was ready: cannot load /srv/app.rkt: app: broken;
        generation 2 goes on serving} (a worker's, without preloading). Two @exec{ctl reload}
        run at the same moment may both be answered by the same reload.}
+ @item{@exec{reload --canary} @nonterm{secs} asks for this one reload through a canary
+       on trial for @nonterm{secs} seconds (@secref["canary"]), on the manager's control
+       socket rather than by SIGHUP (so it must run as the pool's user); it waits as
+       @exec{reload} does, and a rollback is a failure (exit status 1, the line on stderr).}
  @item{@exec{stacks} prints what every running request does now (text, or JSON with
        @DFlag{json}): @secref["stacks"].}
  @item{Before it sends a signal, @exec{reload} and @exec{stop} check that the process
@@ -1536,6 +1541,41 @@ each.
 @(image status-png #:scale 0.6)
 
 The HTML page of a pool of two, as headless Chromium renders it.
+
+@subsection[#:tag "canary"]{Canary reloads}
+
+@commandline{raco fastcgi serve app.rkt --canary SECS [--canary-requests N] [--canary-max-errors POINTS]}
+@commandline{raco fastcgi ctl reload --canary SECS --pid-file FILE}
+
+With @DFlag{canary} (every reload) or @exec{ctl reload --canary} (one reload), the new
+generation first starts one worker beside the old generation, which goes on serving.
+The canary takes its share of new connections (the kernel hands each accepted connection
+to one of the workers) and of kept ones. Its trial starts once it is ready, and ends once
+it has lasted @nonterm{secs} seconds and given @DFlag{canary-requests} answers (default
+20), or at 3 x @nonterm{secs} whatever it gave. Its answers over the trial are then
+compared with those of the old generation over the same window, by status class (what
+each worker reports, as on the status page):
+
+@itemlist[
+ @item{@bold{Rolled back} when the canary died during its trial, or its share of 5xx
+       answers is over the old generation's by more than @DFlag{canary-max-errors}
+       percentage points (default 1). The canary retires (its live continuation sessions
+       drain as an old generation's do), the generation's loader stops, the old generation
+       serves on, and the reload fails with one line, logged and shown as the status's
+       @tt{last_reload_error}, in systemd's @tt{STATUS=}, and by @exec{ctl reload} with exit
+       status 1: @tt{canary rolled back: 1773 of 10591 answers 5xx against 0 of 22237}, or
+       @tt{canary rolled back: it died during its trial, after 0 answers (0 5xx)}. The
+       status counts @tt{canary_rollbacks}.}
+ @item{@bold{Rolled forward} otherwise: the rest of the generation starts, and the reload
+       ends as any does, once all of it is ready (@tt{canary_forwards}).}
+]
+
+While a trial runs, the status shows it under @tt{canary} (generation, the canary's pid,
+seconds, and the answers and 5xx answers of the canary and of the old generation so far).
+Nothing is lost either way: the old generation never stops serving during the trial, and
+the canary's kept connections go to its siblings when it retires, as at any reload. What
+a canary that dies holds when it dies is lost, as with any worker that dies. A new worker
+that dies before it is ready fails the reload as without a canary.
 
 @subsection[#:tag "stacks"]{Live stacks of running requests}
 

@@ -21,7 +21,9 @@
          haproxy-published-conf!
          haproxy-multiplexing-on
          check-clean-log
-         file-text)
+         file-text
+         run-wrk
+         wrk-script)
 
 ;; The checkout this file belongs to.
 (define repo-root
@@ -134,3 +136,29 @@
   (unless (= 2 (length (regexp-match* #rx"\n    option (mpxs-conns|max-reqs)" on)))
     (error 'haproxy-multiplexing-on "deploy/haproxy/haproxy.cfg no longer has the two commented multiplexing lines"))
   on)
+
+;; wrk-mix.lua: half the requests POST a 2000-byte body to /upload (answered with its
+;; length), half GET /hello; done prints two lines run-wrk parses: the totals, and the
+;; count of each status (summed over wrk's threads).
+(define wrk-script (repo-file "tests" "integration" "wrk-mix.lua"))
+
+;; run-wrk : path natural real [natural] #:script path #:timeout real -> hash
+;; wrk on the front's port for seconds: requests non2xx connect read write timeout (those
+;; with no answer within timeout seconds: wrk's default, 2), and codes (status -> count).
+(define (run-wrk dir port seconds [connections 24] #:script [script wrk-script] #:timeout [timeout 2])
+  (define wrk (require-program! "/usr/bin/wrk" "wrk"))
+  (define-values (code out err)
+    (run-program wrk (list "-t2" (format "-c~a" connections) (format "-d~as" seconds) (format "--timeout=~as" timeout)
+                           "-s" (path->string script)
+                           (format "http://127.0.0.1:~a/" port))
+                 #:timeout (+ seconds 30)))
+  (define text (if (bytes? out) (bytes->string/utf-8 out #\?) out))
+  (define m (regexp-match #rx"RESULT requests=([0-9]+) non2xx=([0-9]+) connect=([0-9]+) read=([0-9]+) write=([0-9]+) timeout=([0-9]+)" text))
+  (unless m (error 'run-wrk "wrk printed no result (exit ~a):\n~a~a" code out err))
+  (define codes (let ([c (regexp-match #rx"CODES([ 0-9=]*)" text)])
+                  (for/hash ([p (in-list (regexp-match* #rx"([0-9]+)=([0-9]+)" (if c (cadr c) "")
+                                                       #:match-select cdr))])
+                    (values (string->number (car p)) (string->number (cadr p))))))
+  (hash-set (for/hasheq ([k '(requests non2xx connect read write timeout)] [v (cdr m)])
+              (values k (string->number v)))
+            'codes codes))

@@ -24,7 +24,6 @@
 
   (define nginx (require-program! "/usr/sbin/nginx" "nginx"))
   (define haproxy (require-program! "/usr/sbin/haproxy" "haproxy"))
-  (define wrk (require-program! "/usr/bin/wrk" "wrk"))
   (define apache2 (require-program! "/usr/sbin/apache2" "apache2"))
 
   ;; apache-main-conf : path string natural -> string
@@ -46,28 +45,6 @@
      (format "Define FASTCGI_HOST 127.0.0.1\nDefine FASTCGI_PORT ~a\nInclude ~a\n"
              app-port (path->string (repo-file "deploy" "apache" "proxy-fcgi-tcp.conf")))))
   (define app (repo-file "tests" "reliability" "app.rkt"))
-
-  ;; wrk-mix.lua: half the requests POST a 2000-byte body to /upload (answered with its
-  ;; length), half GET /hello; done prints two lines run-wrk parses: the totals, and the
-  ;; count of each status (summed over wrk's threads).
-  (define wrk-script (repo-file "tests" "integration" "wrk-mix.lua"))
-
-  ;; run-wrk : path natural real natural -> hash ; requests non2xx connect read write timeout
-  (define (run-wrk dir port seconds [connections 24])
-    (define-values (code out err)
-      (run-program wrk (list "-t2" (format "-c~a" connections) (format "-d~as" seconds) "-s" (path->string wrk-script)
-                             (format "http://127.0.0.1:~a/" port))
-                   #:timeout (+ seconds 30)))
-    (define text (if (bytes? out) (bytes->string/utf-8 out #\?) out))
-    (define m (regexp-match #rx"RESULT requests=([0-9]+) non2xx=([0-9]+) connect=([0-9]+) read=([0-9]+) write=([0-9]+) timeout=([0-9]+)" text))
-    (unless m (error 'lossless-test "wrk printed no result (exit ~a):\n~a~a" code out err))
-    (define codes (let ([c (regexp-match #rx"CODES([ 0-9=]*)" text)])
-                    (for/hash ([p (in-list (regexp-match* #rx"([0-9]+)=([0-9]+)" (if c (cadr c) "")
-                                                         #:match-select cdr))])
-                      (values (string->number (car p)) (string->number (cadr p))))))
-    (hash-set (for/hasheq ([k '(requests non2xx connect read write timeout)] [v (cdr m)])
-                (values k (string->number v)))
-              'codes codes))
 
   ;; board : path -> hash ; the pool's scoreboard (next to the pid file)
   (define (board pid-file) (or (read-status-file (pid-file->status-file pid-file)) (hasheq)))

@@ -6,6 +6,7 @@
          positive-size-arg
          seconds-arg
          nonnegative-seconds-arg
+         points-arg
          count-arg
          natural-arg
          octal-arg
@@ -49,6 +50,13 @@
   (define n (string->number s))
   (unless (and (real? n) (>= n 0))
     (raise-user-error 'raco-fastcgi "~a: expected a number of seconds (0 or more), got ~s" flag s))
+  n)
+
+;; points-arg : string string -> nonnegative real ; percentage points
+(define (points-arg flag s)
+  (define n (string->number s))
+  (unless (and (real? n) (>= n 0))
+    (raise-user-error 'raco-fastcgi "~a: expected a number of percentage points (0 or more), got ~s" flag s))
   n)
 
 ;; count-arg : string string -> positive integer

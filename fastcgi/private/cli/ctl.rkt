@@ -8,7 +8,7 @@
 ;; when it failed; stop sends SIGTERM and waits until the manager has exited.
 (require racket/cmdline racket/file racket/string
          "cli-args.rkt" "../util/clock.rkt" "../status/pool-status.rkt" "../os/signals.rkt"
-         "../status/stacks-text.rkt" (only-in "../worker/control.rkt" ask-stacks))
+         "../status/stacks-text.rkt" (only-in "../worker/control.rkt" ask-stacks ask-canary-reload))
 (provide ctl-command)
 
 ;; ctl-command : (vectorof string) -> void
@@ -16,6 +16,7 @@
   (define pid-file #f)
   (define timeout 60)
   (define fmt 'text)
+  (define canary #f)
   (define action
     (command-line
      #:program "raco fastcgi ctl"
@@ -25,6 +26,8 @@
      [("--timeout") secs "Seconds to wait for reload or stop (default 60)"
       (set! timeout (seconds-arg "--timeout" secs))]
      [("--json") "status, stacks: print JSON instead of text" (set! fmt 'json)]
+     [("--canary") secs "reload: through a canary on trial for SECS (serve's --canary)"
+      (set! canary (seconds-arg "--canary" secs))]
      #:args (command) command))
   (unless pid-file (raise-user-error 'raco-fastcgi "ctl: give --pid-file FILE (the manager's --pid-file)"))
   (define pid (read-pid pid-file))
@@ -47,9 +50,16 @@
            (for/or ([k (in-list '(reloads reload_failures))])
              (> (hash-ref b k 0) (hash-ref before k 0)))))
      (check-manager! pid pid-file)
-     (send-signal! pid SIGHUP)
+     (cond
+       [canary
+        (define control (hash-ref before 'control #f))
+        (unless (and (string? control) (ask-canary-reload control (inexact->exact (round (* 1000 canary)))))
+          (raise-user-error 'raco-fastcgi "ctl reload --canary: cannot ask the manager (pid ~a) on its control socket; ctl must run as the pool's user" pid))]
+       [else (send-signal! pid SIGHUP)])
+     ;; a canary's trial lasts up to 3 x its seconds once its worker is ready
+     (define wait-secs (if canary (max timeout (+ (* 3 canary) 60)) timeout))
      (define result
-       (wait-until timeout
+       (wait-until wait-secs
                    (λ ()
                      (define b (read-scoreboard board-file))
                      (cond
@@ -68,7 +78,7 @@
            (exit 1)]
           [else (printf "reloaded: generation ~a serves\n" (hash-ref result 'generation "?"))])]
        [(eq? result 'gone) (eprintf "raco fastcgi ctl: the manager (pid ~a) exited\n" pid) (exit 1)]
-       [else (eprintf "raco fastcgi ctl: reload not done after ~a s\n" timeout) (exit 1)])]
+       [else (eprintf "raco fastcgi ctl: reload not done after ~a s\n" wait-secs) (exit 1)])]
     [("stop")
      (check-manager! pid pid-file)
      (send-signal! pid SIGTERM)

@@ -157,6 +157,20 @@
           (list (format "Seconds a new worker, or a generation's loader, may take to load the app (default ~a)"
                         (default serve-config-start-timeout))
                 "secs"))
+    (list '("--canary") (λ (_ secs) (put! 'canary (seconds-arg "--canary" secs)))
+          '(("Reload through a canary: the new generation's first worker serves beside the old"
+             "generation for SECS (and --canary-requests answers); past --canary-max-errors the"
+             "reload rolls back by itself (default: no canary)")
+            "secs"))
+    (list '("--canary-requests") (λ (_ n) (put! 'canary-requests (count-arg "--canary-requests" n)))
+          (list (format "Answers a canary must give before it is judged, within 3 x its seconds (default ~a)"
+                        (default serve-config-canary-requests))
+                "n"))
+    (list '("--canary-max-errors")
+          (λ (_ pts) (put! 'canary-max-errors (points-arg "--canary-max-errors" pts)))
+          (list (format "Percentage points of 5xx answers a canary may have over the old generation (default ~a)"
+                        (default serve-config-canary-max-errors))
+                "points"))
     (list '("--pid-file") (λ (_ file) (put! 'pid-file (path->string (path->complete-path file))))
           '("Write the manager's pid here (and the status to FILE.status.json)" "file"))
     (list '("--preload") (λ (_) (put! 'preload #t))

@@ -7,6 +7,7 @@
          "../util/clock.rkt"
          "../util/log.rkt"
          "manager-reload.rkt"
+         (only-in "manager-canary.rkt" canary-exited!)
          "manager-reports.rkt"
          "manager-state.rkt"
          "manager-workers.rkt"
@@ -36,6 +37,10 @@
   (cond
     [(eq? (worker-state w) 'draining)
      (log-fastcgi-info "worker ~a exited (~a)" (worker-pid w) (describe-exit-status status))]
+    ;; a canary that dies during its trial rolls its reload back (manager-canary.rkt)
+    [(canary-exited! m w)
+     (log-fastcgi-warning "canary ~a exited (~a)" (worker-pid w) (describe-exit-status status))
+     (total-add! m 'restarts 1)]
     [(and (not (manager-ever-ready? m)) (not (manager-stopping? m))
           (not (eqv? (worker-gen w) (manager-reload-gen m))))
      (give-up! m (or (worker-failure w)

@@ -13,11 +13,15 @@
          "../worker/preflight.rkt")
 (provide reload!
          reload-settled!
+         finish-reload!
          read-secret*)
 
-;; reload! : manager -> void ; SIGHUP: the new generation gets --secret-file's secret as
-;; the file holds it now
-(define (reload! m)
+;; reload! : manager [#:canary (or/c real #f)] -> void
+;; SIGHUP (or `ctl reload`): the new generation gets --secret-file's secret as the file
+;; holds it now; canary: this reload's trial in seconds (`ctl reload --canary`), else
+;; --canary's (manager-canary.rkt). One asked while another is under way runs after it,
+;; with --canary's.
+(define (reload! m #:canary [canary-seconds #f])
   (reread-secret! m)
   (unless (manager-stopping? m)
     (set-manager-reload-asks! m (add1 (manager-reload-asks m)))
@@ -26,10 +30,10 @@
        (unless (manager-reload-pending? m)
          (log-fastcgi-info "reload asked while one is under way: it runs after it"))
        (set-manager-reload-pending?! m #t)]
-      [else (start-reload! m)])))
+      [else (start-reload! m canary-seconds)])))
 
-;; start-reload! : manager -> void
-(define (start-reload! m)
+;; start-reload! : manager [(or/c real #f)] -> void
+(define (start-reload! m [canary-seconds #f])
   (set-manager-reload-pending?! m #f)
   (set-manager-reload-covers! m (manager-reload-asks m))
   (define gen (manager-gen m))
@@ -41,11 +45,31 @@
   (set-manager-reload-gen! m (add1 gen))
   (start-failures-over! m)
   (set-manager-next-spawn-ms! m 0.)
-  (for ([_ (in-range n)]) (spawn! m (add1 gen))))
+  (define trial (or canary-seconds (manager-cfg m serve-config-canary)))
+  (cond
+    [trial
+     (set-manager-canary! m (canary (add1 gen) trial n #f #f #f))
+     (log-fastcgi-info "reload: generation ~a starts with a canary (a trial of ~a s, ~a answers)"
+                       (add1 gen) trial (manager-cfg m serve-config-canary-requests))
+     (spawn! m (add1 gen))]
+    [else (for ([_ (in-range n)]) (spawn! m (add1 gen)))]))
+
+;; finish-reload! : manager -> void
+;; The new generation is ready: the old one retires (its kept connections go to the new
+;; workers), and the new one serves.
+(define (finish-reload! m)
+  (define g (manager-reload-gen m))
+  (for ([old (in-list (live-workers m))] #:when (< (worker-gen old) g))
+    (retire! m old "reload: replaced by the new generation"))
+  (stop-idle-loaders! m)
+  (set-manager-gen! m g)
+  (log-fastcgi-info "reload done: generation ~a serves" g)
+  (reload-settled! m #f))
 
 ;; reload-settled! : manager (or/c string #f) -> void
 ;; The reload under way is done (#f) or failed (why); one asked meanwhile starts now.
 (define (reload-settled! m failure)
+  (set-manager-canary! m #f)
   (set-manager-reload-gen! m #f)
   (set-manager-reload-settled! m (manager-reload-covers m))
   (set-manager-last-reload-error! m failure)

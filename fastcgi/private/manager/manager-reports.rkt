@@ -22,6 +22,7 @@
          "manager-status.rkt"
          "manager-workers.rkt"
          "manager-stacks.rkt"
+         "manager-canary.rkt"
          (only-in "../os/signals.rkt" send-signal! SIGKILL)
          (only-in "../status/metrics.rkt" counts->metrics)
          "../worker/lines.rkt"
@@ -62,6 +63,9 @@
   ;; an ask for the stacks: the main loop answers on out, and closes it (manager-stacks.rkt)
   (define stacks? (and greeting (eq? (car greeting) 'stacks)))
   (when stacks? (channel-put messages (list 'stacks out)))
+  ;; `ctl reload --canary`: a reload with this trial (ctl reads its outcome in the status)
+  (when (and greeting (eq? (car greeting) 'reload))
+    (channel-put messages (list 'reload (hash-ref (cdr greeting) 'canary-ms))))
   (define pid (and greeting (hash-ref (cdr greeting) 'pid #f)))
   (define channel (and greeting (if (eq? (car greeting) 'hello) 'worker 'loader)))
   (when pid
@@ -80,9 +84,10 @@
 ;; From a worker's or a loader's control connection: its port (after hello), a message
 ;; (#f: a line that is none), its end.
 (define (message! m msg)
-  (if (eq? (first msg) 'stacks)
-      (stacks-asked! m (second msg))
-      (process-message! m msg)))
+  (case (first msg)
+    [(stacks) (stacks-asked! m (second msg))]
+    [(reload) (reload! m #:canary (/ (second msg) 1000.0))]
+    [else (process-message! m msg)]))
 
 ;; process-message! : manager (list natural any) -> void ; message! of a process's connection
 (define (process-message! m msg)
@@ -295,13 +300,12 @@
   (define reload-gen (manager-reload-gen m))
   (cond
     [(and reload-gen (= (worker-gen w) reload-gen))
-     (when (andmap (λ (x) (eq? (worker-state x) 'ready)) (serving m reload-gen))
-       (for ([old (in-list (live-workers m))] #:when (< (worker-gen old) reload-gen))
-         (retire! m old "reload: replaced by the new generation"))
-       (stop-idle-loaders! m)
-       (set-manager-gen! m reload-gen)
-       (log-fastcgi-info "reload done: generation ~a serves" reload-gen)
-       (reload-settled! m #f))]
+     ;; a canary's first worker starts its trial instead (manager-canary.rkt); otherwise
+     ;; the last of the generation ready (none still on its way from the loader) ends it
+     (unless (canary-ready! m w)
+       (when (and (zero? (pending-forks m reload-gen))
+                  (andmap (λ (x) (eq? (worker-state x) 'ready)) (serving m reload-gen)))
+         (finish-reload! m)))]
     [else
      (define waiting (sort (filter (λ (x) (and (worker-recycle x) (= (worker-gen x) (worker-gen w))
                                                (not (eq? (worker-state x) 'draining))))

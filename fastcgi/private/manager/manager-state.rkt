@@ -9,6 +9,7 @@
          "../os/logging.rkt"
          "../transport/transport.rkt")
 (provide (struct-out fork-ask)
+         (struct-out canary)
          (struct-out stranger)
          (except-out (struct-out worker) worker set-worker-state!)
          make-worker
@@ -98,6 +99,12 @@
 ;; asked for started as a process of its own).
 (struct fork-ask (forker kind n gen ld deadline-ms))
 
+;; A canary reload's trial (manager-canary.rkt). gen: the new generation; seconds: the
+;; trial's length; total: the workers the generation will have once it rolls forward; pid:
+;; the canary's, once ready; start-ms: when its trial started; base: pid -> (cons answers
+;; 5xx) of each worker when the trial started.
+(struct canary (gen seconds total [pid #:mutable] [start-ms #:mutable] [base #:mutable]))
+
 ;; A process the manager does not know yet that reported on its control socket: when it
 ;; first did, and its messages so far (newest first; at most stranger-max of them).
 (struct stranger (first-ms [msgs #:mutable]) #:transparent)
@@ -144,6 +151,7 @@
 ;; max-active, last-board and last-board-ms (the board last published), last-memory-ms
 ;; (when resident memory was last read), files-ok? (the status file could be written).
 ;; notify: what the manager tells systemd (manager-notify.rkt), or #f without NOTIFY_SOCKET.
+;; canary: the trial of a canary reload under way (manager-canary.rkt), or #f.
 ;; Preloading: preload? (the workers are forked from a loader per generation: the
 ;; configuration allows it and the manager could become the subreaper of its
 ;; descendants), loaders (generation -> loader), forks (the forks asked and not yet
@@ -167,7 +175,8 @@
                         [reload-gen #:mutable] [reload-pending? #:mutable] [reload-asks #:mutable]
                         [reload-covers #:mutable] [reload-settled #:mutable] [last-reload-error #:mutable]
                         [max-active #:mutable] [last-board #:mutable] [last-board-ms #:mutable]
-                        [last-memory-ms #:mutable] [files-ok? #:mutable] [notify #:mutable]))
+                        [last-memory-ms #:mutable] [files-ok? #:mutable] [notify #:mutable]
+                        [canary #:mutable]))
 
 ;; make-manager : keyword ... -> manager ; the pool as it starts: no worker, generation 1
 (define (make-manager #:config config #:pid pid #:plan plan #:listener listener
@@ -187,7 +196,8 @@
            #f #f 0
            0 0 #f
            0 #f 0.
-           -inf.0 #t #f))
+           -inf.0 #t #f
+           #f))
 
 ;; manager-cfg : manager (serve-config -> any) -> any ; an option's value
 (define (manager-cfg m get) (get (manager-config m)))

@@ -11,6 +11,7 @@
          (only-in "../os/log-file.rkt" log-lines-dropped)
          "../util/log.rkt"
          "manager-state.rkt"
+         (only-in "manager-canary.rkt" canary-board)
          "../status/metrics.rkt"
          "pm.rkt"
          "../status/scoreboard.rkt"
@@ -101,6 +102,9 @@
           'reload_asks (manager-reload-asks m)
           'reload_settled (manager-reload-settled m)
           'last_reload_error (or (manager-last-reload-error m) (json-null))
+          'canary (canary-board m)
+          'canary_rollbacks (total 'canary_rollbacks)
+          'canary_forwards (total 'canary_forwards)
           'start_failures (manager-failures m)
           'last_start_error (or (manager-last-start-error m) (json-null))
           'workers (for/list ([w (in-list ws)]) (worker-board w now)))

@@ -13,6 +13,7 @@
          "manager-loader.rkt"
          (only-in "manager-reports.rkt" expire-strangers!)
          (only-in "manager-stacks.rkt" stacks-deadlines!)
+         (only-in "manager-canary.rkt" canary-tick!)
          "lifecycle.rkt"
          "manager-state.rkt"
          "manager-status.rkt"
@@ -69,6 +70,7 @@
   (fork-deadlines! m now)
   (expire-strangers! m now)
   (stacks-deadlines! m now)
+  (canary-tick! m now)
   ;; a worker started after the last crash has lasted: workers start again
   (when (and (positive? (manager-failures m))
              (for/or ([w (in-list (live-workers m))])

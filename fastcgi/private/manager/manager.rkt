@@ -27,6 +27,7 @@
 ;;   manager-exits.rkt     a worker's exit: replaced, crash backoff, or giving up
 ;;   manager-loader.rkt    a loader's or the base's exit, and their deadlines
 ;;   manager-reload.rkt    SIGHUP: a new generation, one reload at a time
+;;   manager-canary.rkt    a canary reload's trial: roll forward, or back
 ;;   manager-stacks.rkt    ctl stacks, ?stacks: every worker's running requests' stacks
 ;;   manager-watch.rkt     the tick: deadlines, the watchdog, memory, orphans
 ;;   manager-status.rkt    the board, the status file and the pid file

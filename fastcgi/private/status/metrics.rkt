@@ -15,6 +15,7 @@
          metrics->counts
          counts->metrics
          metrics-merge
+         metrics-answers
          metrics->jsexpr
          with-metrics)
 
@@ -76,6 +77,11 @@
              [z (list->histogram size-bounds (take (drop ns (* 2 t)) s))]
              [c (apply vector (drop ns (+ t t s)))])
          (and d q z (metrics d q z c (histogram-count d))))))
+
+;; metrics-answers : metrics -> (values natural natural) ; all the answers, and the 5xx
+(define (metrics-answers m)
+  (define classes (metrics-classes m))
+  (values (for/sum ([n (in-vector classes)]) n) (vector-ref classes 4)))
 
 ;; metrics-merge : metrics metrics -> metrics ; both counted (the pool: live workers and gone)
 (define (metrics-merge a b)

@@ -78,6 +78,8 @@
     (reloads "reloads" reloads counter "Reloads (SIGHUP) completed")
     (reload_failures "reload failures" reload_failures counter "Reloads abandoned because the new generation did not start")
     (last_reload_error "last reload error" #f #f #f)
+    (canary_forwards "canary forwards" canary_forwards counter "Canary reloads whose canary passed its trial: the rest of the generation started")
+    (canary_rollbacks "canary rollbacks" canary_rollbacks counter "Canary reloads rolled back: the canary died, or its share of 5xx answers was over the old generation's by more than --canary-max-errors points")
     (start_failures "start failures" start_failures gauge "Workers in a row that died before they were ready or soon after (0 again once a new worker lasts)")
     (last_start_error "last start error" #f #f #f)))
 

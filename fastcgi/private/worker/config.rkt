@@ -88,6 +88,12 @@
   [continuation-timeout (servlet-settings-timeout default-servlet-settings)]
   [servlet-memory (servlet-settings-memory default-servlet-settings)]
   [session-drain 600]                   ; seconds
+  ;; canary reloads (manager-canary.rkt): seconds of trial (#f: none), answers wanted, and
+  ;; the share of 5xx answers, in percentage points, the canary may have over the old
+  ;; generation's
+  [canary #f]
+  [canary-requests 20]
+  [canary-max-errors 1]
   [secret-file #f]                      ; a complete path
   [limits default-limits]               ; limits.rkt
   ;; set by the manager for each worker (serve-config-for-worker)

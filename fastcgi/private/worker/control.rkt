@@ -31,6 +31,7 @@
          answer-board!
          ask-board
          ask-stacks
+         ask-canary-reload
          read-secret)
 
 ;; make-pool-prefix : natural -> string ; fastcgi-PID-RANDOM
@@ -84,6 +85,19 @@
 ;; The running requests' stacks, from every worker the manager reaches (manager-stacks.rkt);
 ;; #f when they do not come within timeout seconds.
 (define (ask-stacks control timeout) (ask-manager control 'stacks timeout))
+
+;; ask-canary-reload : string natural -> boolean
+;; Asks the manager for a reload with a canary trial of ms milliseconds (`ctl reload
+;; --canary`); #f when the control socket cannot be reached.
+(define (ask-canary-reload control ms)
+  (with-handlers ([exn:fail? (λ (e) #f)])
+    (define-values (in out) (private-connect control))
+    (write-string (message-line 'greeting 'reload #:canary-ms ms) out)
+    (newline out)
+    (flush-output out)
+    (close-output-port out)
+    (close-input-port in)
+    #t))
 
 ;; ask-manager : string symbol real -> (or/c hash #f)
 ;; The manager's answer to an ask (a greeting of lines.rkt): one line of JSON after the keys.

@@ -40,7 +40,8 @@
          (msg 'loader '(pid nat))
          (msg 'base '(pid nat))
          (msg 'board)
-         (msg 'stacks))
+         (msg 'stacks)
+         (msg 'reload '(canary-ms nat)))           ; ctl reload --canary: a reload with a trial
    'worker
    (list (msg 'ready)
          ;; the counters, when they change; oldest-age-ms: the oldest running request's
