@@ -515,6 +515,14 @@ The options, grouped and described as @DFlag{help} prints them, then notes:
  @item{@DFlag{start-timeout} @nonterm{secs} ---
        ``Seconds a new worker, or a generation's loader, may take to load the app (default 60)''
        (@secref["preload"]).}
+ @item{@DFlag{canary} @nonterm{secs} ---
+       ``Reload through a canary: the new generation's first worker serves beside the old
+       generation for SECS (and --canary-requests answers); past --canary-max-errors the
+       reload rolls back by itself (default: no canary)'' (@secref["canary"])}
+ @item{@DFlag{canary-requests} @nonterm{n} ---
+       ``Answers a canary must give before it is judged, within 3 x its seconds (default 20)''}
+ @item{@DFlag{canary-max-errors} @nonterm{points} ---
+       ``Percentage points of 5xx answers a canary may have over the old generation (default 1)''}
  @item{@DFlag{pid-file} @nonterm{file} ---
        ``Write the manager's pid here (and the status to FILE.status.json)''}
  @item{@DFlag{preload} ---
