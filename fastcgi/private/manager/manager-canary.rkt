@@ -7,7 +7,8 @@
 ;; or at 3 x SECONDS whatever it answered. Then its answers are compared with those of the
 ;; old generation over the same window (the answers by status class each worker reports,
 ;; metrics.rkt): when the canary's share of 5xx answers is over the old generation's by
-;; more than --canary-max-errors percentage points, or it died, the reload rolls back: the
+;; more than --canary-max-errors percentage points, or it died, or its heartbeat stopped
+;; during the trial (late, as the watchdog sees it), the reload rolls back: the
 ;; canary retires (its live sessions drain as an old generation's do), the old generation
 ;; serves on, and the reload fails with one line ("canary rolled back: 31 of 60 answers
 ;; 5xx against 0 of 412"), which `ctl reload` prints with exit status 1, the status shows
@@ -47,9 +48,15 @@
     (define-values (ct c5 ot o5) (window m c))
     (define lasted (- now (canary-start-ms c)))
     (define secs-ms (* 1000 (canary-seconds c)))
-    (when (and w (or (and (>= lasted secs-ms) (>= ct (manager-cfg m serve-config-canary-requests)))
-                     (>= lasted (* 3 secs-ms))))
-      (decide! m c w ct c5 ot o5))))
+    (cond
+      ;; its heartbeat stopped (late: manager-watch.rkt): frozen, or held in a foreign call.
+      ;; (--ping-path is answered by the server itself, never the app: that it answers says
+      ;; no more than the heartbeat does.)
+      [(and w (worker-late w))
+       (roll-back! m c w (format "canary rolled back: it stopped answering (no heartbeat for 3 s), after ~a answers (~a 5xx)" ct c5))]
+      [(and w (or (and (>= lasted secs-ms) (>= ct (manager-cfg m serve-config-canary-requests)))
+                  (>= lasted (* 3 secs-ms))))
+       (decide! m c w ct c5 ot o5)])))
 
 ;; canary-exited! : manager worker -> boolean
 ;; The canary died during its trial: the reload rolls back (#t). #f for any other worker
