@@ -1565,9 +1565,11 @@ compared with those of the old generation over the same window, by status class 
 each worker reports, as on the status page):
 
 @itemlist[
- @item{@bold{Rolled back} when the canary died during its trial, or its share of 5xx
-       answers is over the old generation's by more than @DFlag{canary-max-errors}
-       percentage points (default 1). The canary retires (its live continuation sessions
+ @item{@bold{Rolled back} when the canary died during its trial, or its heartbeat
+       stopped (it is late, as the watchdog sees it: frozen, or held in a foreign call;
+       the ping path is the server's own answer, so the heartbeat is the canary's health
+       check), or its share of 5xx answers is over the old generation's by more than
+       @DFlag{canary-max-errors} percentage points (default 1). The canary retires (its live continuation sessions
        drain as an old generation's do), the generation's loader stops, the old generation
        serves on, and the reload fails with one line, logged and shown as the status's
        @tt{last_reload_error}, in systemd's @tt{STATUS=}, and by @exec{ctl reload} with exit
