@@ -44,7 +44,8 @@
 ;; latency: pace-rows; relay: rows; any of them '() when not run), the memory section's
 ;; markdown (bench/memory.rkt) or #f when not run, whether --workers existed, the
 ;; commands run (a list of strings), the configuration files (an alist of title and
-;; text), the versions (an alist), and the trampoline section's text or #f.
+;; text), the versions (an alist), and the sections of the benchmarks run on their own
+;; (bench/trampoline-results.md, bench/canary-results.md), each with its comment, or #f.
 (struct outcome (date cores mode duration warmup rounds
                  hello25 hello100 large upload cpu many latency relay memory
                  workers? commands configs versions trampoline)
@@ -363,7 +364,7 @@
   (when (outcome-memory o)
     (say "\n" (outcome-memory o)))
   (when (outcome-trampoline o)
-    (say "\n<!-- bench/trampoline-results.md, included verbatim -->\n\n" (outcome-trampoline o) "\n"))
+    (say (outcome-trampoline o)))
   (say "\n## Versions\n\n"
        (string-append* (for/list ([v (in-list (outcome-versions o))])
                          (format "- ~a: ~a\n" (car v) (cdr v))))

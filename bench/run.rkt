@@ -658,7 +658,11 @@
                             (memory-markdown (memory-rows dir #:c-address (addrs-c-unix a)
                                                           #:php-address (addrs-php a)
                                                           #:ours-address (addrs-ours a)))))
-        (define trampoline (build-path bench-dir "trampoline-results.md"))
+        ;; the results of the benchmarks run on their own, included verbatim
+        (define included
+          (for/list ([name (in-list '("trampoline-results.md" "canary-results.md"))]
+                     #:when (file-exists? (build-path bench-dir name)))
+            (format "\n<!-- bench/~a, included verbatim -->\n\n~a\n" name (file->string (build-path bench-dir name)))))
         (outcome (parameterize ([date-display-format 'iso-8601]) (date->string (current-date) #t))
                  (processor-count) (if (quick?) "quick" "full") (duration) (warmup) (rounds)
                  (at 0) (at 1) large upload cpu many latency relay memory
@@ -670,7 +674,7 @@
                       (list (cons "haproxy.cfg" (file->string (build-path dir "haproxy.cfg"))))
                       '()))
                  (versions)
-                 (and (file-exists? trampoline) (file->string trampoline))))
+                 (and (pair? included) (apply string-append included))))
       (λ () (stop-process! nginx-proc))))))
 
 (module+ main
