@@ -38,65 +38,74 @@
      (unless board (raise-user-error 'raco-fastcgi "ctl: no status in ~a yet" board-file))
      (write-bytes (render-status board fmt))
      (when (eq? fmt 'json) (newline))]
-    [("reload")
-     ;; the manager counts the reloads asked and publishes how many of them the last
-     ;; finished reload answers: ours is answered once that passes the count before it
-     (define before (or (read-scoreboard board-file) (hasheq)))
-     (define asked (hash-ref before 'reload_asks 0))
-     ;; a manager started before this version counts no asks: any reload that ends answers
-     (define (answered? b)
-       (if (hash-has-key? b 'reload_settled)
-           (> (hash-ref b 'reload_settled) asked)
-           (for/or ([k (in-list '(reloads reload_failures))])
-             (> (hash-ref b k 0) (hash-ref before k 0)))))
-     (check-manager! pid pid-file)
-     (cond
-       [canary
-        (define control (hash-ref before 'control #f))
-        (unless (and (string? control) (ask-canary-reload control (inexact->exact (round (* 1000 canary)))))
-          (raise-user-error 'raco-fastcgi "ctl reload --canary: cannot ask the manager (pid ~a) on its control socket; ctl must run as the pool's user" pid))]
-       [else (send-signal! pid SIGHUP)])
-     ;; a canary's trial lasts up to 3 x its seconds once its worker is ready
-     (define wait-secs (if canary (max timeout (+ (* 3 canary) 60)) timeout))
-     (define result
-       (wait-until wait-secs
-                   (λ ()
-                     (define b (read-scoreboard board-file))
-                     (cond
-                       [(not (process-alive? pid)) 'gone]
-                       [(and b (answered? b)) b]
-                       [else #f]))))
-     (cond
-       [(hash? result)
-        (define why (hash-ref result 'last_reload_error
-                              (and (> (hash-ref result 'reload_failures 0) (hash-ref before 'reload_failures 0))
-                                   "see the manager's log")))
-        (cond
-          [(string? why)
-           (eprintf "raco fastcgi ctl: reload failed: ~a; generation ~a goes on serving\n"
-                    why (hash-ref result 'generation "?"))
-           (exit 1)]
-          [else (printf "reloaded: generation ~a serves\n" (hash-ref result 'generation "?"))])]
-       [(eq? result 'gone) (eprintf "raco fastcgi ctl: the manager (pid ~a) exited\n" pid) (exit 1)]
-       [else (eprintf "raco fastcgi ctl: reload not done after ~a s\n" wait-secs) (exit 1)])]
+    [("reload") (ctl-reload pid pid-file board-file timeout canary)]
     [("stop")
      (check-manager! pid pid-file)
      (send-signal! pid SIGTERM)
      (cond
        [(wait-until timeout (λ () (not (process-alive? pid)))) (printf "stopped\n")]
        [else (eprintf "raco fastcgi ctl: pid ~a still running after ~a s\n" pid timeout) (exit 1)])]
-    [("stacks")
-     (define board (read-scoreboard board-file))
-     (unless board (raise-user-error 'raco-fastcgi "ctl: no status in ~a yet" board-file))
-     (define control (hash-ref board 'control #f))
-     (unless (string? control)
-       (raise-user-error 'raco-fastcgi "ctl stacks: ~a does not name the manager's control socket (a manager of an older version)" board-file))
-     (check-manager! pid pid-file)
-     (define answer (ask-stacks control 5))
-     (unless answer
-       (raise-user-error 'raco-fastcgi "ctl stacks: no answer from the manager (pid ~a) within 5 s; ctl stacks must run as the pool's user" pid))
-     (void (write-bytes (render-stacks answer fmt)))]
+    [("stacks") (ctl-stacks pid pid-file board-file fmt)]
     [else (raise-user-error 'raco-fastcgi "ctl: expected status, reload, stop or stacks, got ~s" action)]))
+
+;; ctl-reload : natural string string real (or/c real #f) -> void
+;; SIGHUP (or, with canary, the control socket's reload ask), then the wait for the reload
+;; that answers it: exit 0 when its generation serves, 1 with the reason when it failed.
+(define (ctl-reload pid pid-file board-file timeout canary)
+  ;; the manager counts the reloads asked and publishes how many of them the last
+  ;; finished reload answers: ours is answered once that passes the count before it
+  (define before (or (read-scoreboard board-file) (hasheq)))
+  (define asked (hash-ref before 'reload_asks 0))
+  ;; a manager started before this version counts no asks: any reload that ends answers
+  (define (answered? b)
+    (if (hash-has-key? b 'reload_settled)
+        (> (hash-ref b 'reload_settled) asked)
+        (for/or ([k (in-list '(reloads reload_failures))])
+          (> (hash-ref b k 0) (hash-ref before k 0)))))
+  (check-manager! pid pid-file)
+  (cond
+    [canary
+     (define control (hash-ref before 'control #f))
+     (unless (and (string? control) (ask-canary-reload control (inexact->exact (round (* 1000 canary)))))
+       (raise-user-error 'raco-fastcgi "ctl reload --canary: cannot ask the manager (pid ~a) on its control socket; ctl must run as the pool's user" pid))]
+    [else (send-signal! pid SIGHUP)])
+  ;; a canary's trial lasts up to 3 x its seconds once its worker is ready
+  (define wait-secs (if canary (max timeout (+ (* 3 canary) 60)) timeout))
+  (define result
+    (wait-until wait-secs
+                (λ ()
+                  (define b (read-scoreboard board-file))
+                  (cond
+                    [(not (process-alive? pid)) 'gone]
+                    [(and b (answered? b)) b]
+                    [else #f]))))
+  (cond
+    [(hash? result)
+     (define why (hash-ref result 'last_reload_error
+                           (and (> (hash-ref result 'reload_failures 0) (hash-ref before 'reload_failures 0))
+                                "see the manager's log")))
+     (cond
+       [(string? why)
+        (eprintf "raco fastcgi ctl: reload failed: ~a; generation ~a goes on serving\n"
+                 why (hash-ref result 'generation "?"))
+        (exit 1)]
+       [else (printf "reloaded: generation ~a serves\n" (hash-ref result 'generation "?"))])]
+    [(eq? result 'gone) (eprintf "raco fastcgi ctl: the manager (pid ~a) exited\n" pid) (exit 1)]
+    [else (eprintf "raco fastcgi ctl: reload not done after ~a s\n" wait-secs) (exit 1)]))
+
+;; ctl-stacks : natural string string symbol -> void
+;; What every running request does now, asked of the manager on its control socket.
+(define (ctl-stacks pid pid-file board-file fmt)
+  (define board (read-scoreboard board-file))
+  (unless board (raise-user-error 'raco-fastcgi "ctl: no status in ~a yet" board-file))
+  (define control (hash-ref board 'control #f))
+  (unless (string? control)
+    (raise-user-error 'raco-fastcgi "ctl stacks: ~a does not name the manager's control socket (a manager of an older version)" board-file))
+  (check-manager! pid pid-file)
+  (define answer (ask-stacks control 5))
+  (unless answer
+    (raise-user-error 'raco-fastcgi "ctl stacks: no answer from the manager (pid ~a) within 5 s; ctl stacks must run as the pool's user" pid))
+  (void (write-bytes (render-stacks answer fmt))))
 
 ;; read-pid : path-string -> natural ; a live manager's pid, or a clear error
 (define (read-pid file)
