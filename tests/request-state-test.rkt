@@ -81,6 +81,22 @@
   (check-eq? (fastcgi-request-state a) 'running "an Authorizer has no body")
   (check-eq? (fastcgi-request-stdin-out a) 'closed "its stdin has ended"))
 
+(test-case "request-state: a stream that ends after its handler ended the request changes nothing"
+  ;; the reader saw an empty STDIN record while the handler, in its own thread, answered
+  ;; without reading its input (the fuzzer's 'no stdin-end in state done')
+  (define r (new-record 11))
+  (request-admit! r)
+  (check-eq? (fastcgi-request-state r) 'stdin)
+  (check-true (mark-done! r))
+  (request-stream-ended! r #f)
+  (check-eq? (fastcgi-request-state r) 'done)
+  (define f (new-record 12 'filter))
+  (request-admit! f)
+  (request-stream-ended! f #f)
+  (check-true (mark-done! f))
+  (request-stream-ended! f #t)
+  (check-eq? (fastcgi-request-state f) 'done))
+
 (test-case "request-state: params gathered within the bound, then accepted, then looked up"
   (define r (new-record 11))
   (check-equal? (request-params-chunk! r #"ab" 2 3) 2)

@@ -137,9 +137,17 @@
 
 ;; request-stream-ended! : request boolean -> void
 ;; Its STDIN (data? #f) or a Filter's DATA stream has ended: the handler reads eof there.
+;; Its handler may have ended the request meanwhile, from its own thread (it answered
+;; before it read all its input): the end of a stream then changes nothing. The state is
+;; read and moved under the connection's lock, as mark-done! moves it.
 (define (request-stream-ended! r data?)
   (if data? (close-request-data! r) (close-request-stdin! r))
-  (step! r (if data? 'data-end 'stdin-end)))
+  (define c (fastcgi-request-conn r))
+  (parameterize-break #f
+    (conn-lock! c)
+    (unless (eq? (fastcgi-request-state r) 'done)
+      (step! r (if data? 'data-end 'stdin-end)))
+    (semaphore-post (conn-lock c))))
 
 ;; request-input-done? : request -> boolean ; all the request's input streams have ended
 (define (request-input-done? r)
