@@ -112,3 +112,14 @@
      (message! m (list 999999 (wline "beat")))
      (message! m (list 999999 eof))
      (check-equal? (hash-count (manager-strangers m)) 0))))
+
+(test-case "strangers are bounded: past 256 at once, a new one's connection is closed"
+  (call-with-manager
+   (λ (m dir)
+     (for ([pid (in-range 1000000 1000300)])
+       (message! m (list pid (open-output-nowhere))))
+     (check-equal? (hash-count (manager-strangers m)) 256)
+     (define-values (in out) (make-pipe))
+     (message! m (list 2000000 out))
+     (check-true (port-closed? out) "the one past the bound is closed")
+     (check-false (hash-ref (manager-strangers m) 2000000 #f)))))

@@ -175,6 +175,10 @@
 ;; and at most stranger-max of them (a worker's hello, ready and first reports).
 (define stranger-ms 10000.)
 (define stranger-max 64)
+;; At most this many strangers at once (forks answered late are few): a process of the
+;; pool's user that opens connection after connection, each claiming a pid, holds no more;
+;; the connection of one past it is closed at once.
+(define strangers-max 256)
 
 ;; hold! : manager natural any -> void
 ;; A message of a process the manager does not know, from the start of its connection (its
@@ -183,7 +187,11 @@
   (define strangers (manager-strangers m))
   (define s (or (hash-ref strangers pid #f)
                 (and (output-port? x)
-                     (let ([s (stranger (now-ms) '())]) (hash-set! strangers pid s) s))))
+                     (cond
+                       [(>= (hash-count strangers) strangers-max)
+                        (with-handlers ([exn:fail? void]) (close-output-port x))
+                        #f]
+                       [else (let ([s (stranger (now-ms) '())]) (hash-set! strangers pid s) s)]))))
   (when (and s (< (length (stranger-msgs s)) stranger-max))
     (set-stranger-msgs! s (cons x (stranger-msgs s)))))
 
