@@ -128,6 +128,13 @@
            (fastcgi-request-state r)))
   (set-fastcgi-request-state! r next))
 
+;; (under-conn-lock r body ...): body's value, run holding r's connection's lock, unbroken
+(define-syntax-rule (under-conn-lock r body ...)
+  (let ([c (fastcgi-request-conn r)])
+    (parameterize-break #f
+      (conn-lock! c)
+      (begin0 (let () body ...) (semaphore-post (conn-lock c))))))
+
 ;; request-admit! : request -> void
 ;; Its params have ended and the server takes it: its body comes next, or, for an
 ;; Authorizer, which has none, it is running (its stdin is an ended one).
@@ -142,12 +149,8 @@
 ;; read and moved under the connection's lock, as mark-done! moves it.
 (define (request-stream-ended! r data?)
   (if data? (close-request-data! r) (close-request-stdin! r))
-  (define c (fastcgi-request-conn r))
-  (parameterize-break #f
-    (conn-lock! c)
-    (unless (eq? (fastcgi-request-state r) 'done)
-      (step! r (if data? 'data-end 'stdin-end)))
-    (semaphore-post (conn-lock c))))
+  (under-conn-lock r (unless (eq? (fastcgi-request-state r) 'done)
+                       (step! r (if data? 'data-end 'stdin-end)))))
 
 ;; request-input-done? : request -> boolean ; all the request's input streams have ended
 (define (request-input-done? r)
@@ -161,14 +164,8 @@
 
 ;; mark-done! : request -> boolean ; #t for the one caller that ends the request
 (define (mark-done! r)
-  (define c (fastcgi-request-conn r))
-  (define lock (conn-lock c))
-  (parameterize-break #f
-    (conn-lock! c)
-    (define first? (not (eq? (fastcgi-request-state r) 'done)))
-    (when first? (step! r 'end))
-    (semaphore-post lock)
-    first?))
+  (under-conn-lock r (and (not (eq? (fastcgi-request-state r) 'done))
+                          (begin (step! r 'end) #t))))
 
 ;; request-abort! : request -> boolean
 ;; The request ends without a word on the wire (the connection is gone or the caller
@@ -177,9 +174,7 @@
   (define first? (mark-done! r))
   (when first?
     (semaphore-post (fastcgi-request-abort-sema r))
-    (close-request-stdin! r)
-    (close-request-data! r)
-    (release-pipes! r))
+    (close-request-stdin! r) (close-request-data! r) (release-pipes! r))
   first?)
 
 ;; ---------------------------------------------------------------------------------------
@@ -297,13 +292,9 @@
 ;; request-body-received! : request natural boolean -> natural
 ;; len more bytes of STDIN (or of DATA, data? #t) came; the stream's new total.
 (define (request-body-received! r len data?)
-  (cond
-    [data? (define total (+ len (fastcgi-request-data-bytes r)))
-           (set-fastcgi-request-data-bytes! r total)
-           total]
-    [else (define total (+ len (fastcgi-request-body-bytes r)))
-          (set-fastcgi-request-body-bytes! r total)
-          total]))
+  (define total (+ len (if data? (fastcgi-request-data-bytes r) (fastcgi-request-body-bytes r))))
+  (if data? (set-fastcgi-request-data-bytes! r total) (set-fastcgi-request-body-bytes! r total))
+  total)
 
 ;; request-body-rejected! : request natural -> void
 ;; The body went over limit bytes: its reads end with exn:fail:fastcgi:body, and a handler
