@@ -11,6 +11,7 @@
          "../fastcgi/private/worker/config.rkt"
          "../fastcgi/private/manager/manager-canary.rkt"
          "../fastcgi/private/manager/manager-state.rkt"
+         (submod "../fastcgi/private/manager/manager-state.rkt" for-tests)
          (only-in "../fastcgi/private/status/metrics.rkt" make-metrics metrics->counts counts->metrics)
          "lib/manager-fixture.rkt")
 
@@ -28,7 +29,7 @@
   (define can (add-worker! m #:generation 2 #:state 'ready))
   (answered! can 0 0)
   (set-manager-reload-gen! m 2)
-  (set-manager-canary! m (canary 2 secs 1 #f #f #f))
+  (set-manager-canary! m (make-canary #:generation 2 #:seconds secs #:total 1))
   (check-true (canary-ready! m can) "the canary's ready line starts its trial")
   (values old can))
 

@@ -9,6 +9,7 @@
          "../fastcgi/private/util/clock.rkt"
          "../fastcgi/private/manager/manager-exits.rkt"
          "../fastcgi/private/manager/manager-state.rkt"
+         (submod "../fastcgi/private/manager/manager-state.rkt" for-tests)
          "../fastcgi/private/os/signals.rkt"
          (only-in "../fastcgi/private/worker/lines.rkt" parse-line)
          "lib/manager-fixture.rkt")

@@ -9,9 +9,11 @@
 (require racket/port
          rackunit
          "../fastcgi/private/manager/manager-reports.rkt"
+         "../fastcgi/private/manager/manager-forks.rkt"
          "../fastcgi/private/manager/manager-state.rkt"
+         (submod "../fastcgi/private/manager/manager-state.rkt" for-tests)
          (only-in "../fastcgi/private/manager/lifecycle.rkt" loader-move!)
-         "../fastcgi/private/manager/manager-workers.rkt"
+         (except-in "../fastcgi/private/manager/manager-workers.rkt" add-worker!)
          "../fastcgi/private/worker/lines.rkt"
          "lib/manager-fixture.rkt")
 

@@ -11,6 +11,7 @@
          "../fastcgi/private/worker/config.rkt"
          "../fastcgi/private/manager/manager-reload.rkt"
          "../fastcgi/private/manager/manager-state.rkt"
+         (submod "../fastcgi/private/manager/manager-state.rkt" for-tests)
          "lib/manager-fixture.rkt")
 
 (define (ondemand dir)

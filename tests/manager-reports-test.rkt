@@ -11,6 +11,7 @@
          "../fastcgi/private/worker/lines.rkt"
          "../fastcgi/private/manager/manager-reports.rkt"
          "../fastcgi/private/manager/manager-state.rkt"
+         (submod "../fastcgi/private/manager/manager-state.rkt" for-tests)
          (only-in "../fastcgi/private/manager/lifecycle.rkt" loader-started!)
          (only-in "../fastcgi/private/os/child-process.rkt" adopt-child)
          "../fastcgi/private/manager/manager-status.rkt"

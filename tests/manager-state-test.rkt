@@ -7,6 +7,7 @@
          rackunit
          "../fastcgi/private/worker/config.rkt"
          "../fastcgi/private/manager/manager-state.rkt"
+         (submod "../fastcgi/private/manager/manager-state.rkt" for-tests)
          "../fastcgi/private/transport/transport.rkt"
          "lib/manager-fixture.rkt")
 

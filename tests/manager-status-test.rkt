@@ -9,6 +9,7 @@
          rackunit
          "../fastcgi/private/worker/config.rkt"
          "../fastcgi/private/manager/manager-state.rkt"
+         (submod "../fastcgi/private/manager/manager-state.rkt" for-tests)
          "../fastcgi/private/manager/manager-status.rkt"
          "lib/manager-fixture.rkt")
 

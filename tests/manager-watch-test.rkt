@@ -12,6 +12,7 @@
          "../fastcgi/private/worker/config.rkt"
          "../fastcgi/private/util/limits.rkt"
          "../fastcgi/private/manager/manager-state.rkt"
+         (submod "../fastcgi/private/manager/manager-state.rkt" for-tests)
          "../fastcgi/private/manager/manager-watch.rkt"
          "../fastcgi/private/os/signals.rkt"
          "lib/manager-fixture.rkt")

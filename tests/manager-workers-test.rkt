@@ -10,8 +10,9 @@
          "../fastcgi/private/util/clock.rkt"
          "../fastcgi/private/worker/config.rkt"
          "../fastcgi/private/manager/manager-state.rkt"
+         (submod "../fastcgi/private/manager/manager-state.rkt" for-tests)
          (only-in "../fastcgi/private/manager/lifecycle.rkt" worker-move!)
-         "../fastcgi/private/manager/manager-workers.rkt"
+         (except-in "../fastcgi/private/manager/manager-workers.rkt" add-worker!)
          "../fastcgi/private/os/signals.rkt"
          "lib/manager-fixture.rkt")
 
@@ -86,7 +87,7 @@
      (check-false (worker-retiring? ready-old))
      (check-equal? (worker-signalled ready-old) SIGTERM)
      ;; only workers waiting to be recycled: they are named
-     (worker-move! ready-new 'drain)
+     (worker-move! ready-new 'drain #:deadline +inf.0)
      (define w2 (add-worker! m #:state 'ready))
      (define control2 (open-output-string))
      (set-worker-control! w2 control2)
@@ -127,7 +128,7 @@
      (check-equal? (starts-now m 1) 0 "none more while it starts")
      ;; it is ready, and the one it replaces retires (reports.rkt's ready!)
      (worker-move! s 'ready)
-     (worker-move! a 'retire)
+     (worker-move! a 'retire #:deadline +inf.0)
      (check-equal? (starts-now m 1) 1 "then the next")
      (check-equal? (starts-now m 2) 2 "a worker gone otherwise is replaced beside it"))))
 

@@ -797,9 +797,12 @@ into one configuration struct, defined with every option's default in
 @filepath{worker/config.rkt}, which also writes it on each worker's command line and reads it
 back there; it holds no secret (the secret and the relay key come over the control
 socket). @filepath{manager/manager.rkt} is the manager's loop; its pieces each take the pool's
-state (@filepath{manager-state.rkt}, all in @filepath{manager/}): @filepath{manager-workers.rkt} starts and stops
+state (@filepath{manager-state.rkt}, all in @filepath{manager/}; each of its fields has one
+writer, the module its owner submodule is named after, and @filepath{lifecycle.rkt} alone
+moves a process's state): @filepath{manager-workers.rkt} starts and stops
 single workers as the process manager (@filepath{pm.rkt}) asks (spawned, or forked by
-a generation's loader), @filepath{manager-reports.rkt} applies the workers' and the
+a generation's loader), @filepath{manager-forks.rkt} takes the forks' answers and
+deadlines, @filepath{manager-reports.rkt} applies the workers' and the
 loaders' reports, @filepath{manager-exits.rkt} a worker's exit,
 @filepath{manager-loader.rkt} a loader's exit and deadline, @filepath{manager-reload.rkt}
 reloads, @filepath{manager-watch.rkt} is the tick (deadlines, the watchdog, memory),

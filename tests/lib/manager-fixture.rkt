@@ -11,6 +11,7 @@
          "../../fastcgi/private/worker/control.rkt"
          "../../fastcgi/private/util/log.rkt"
          "../../fastcgi/private/manager/manager-state.rkt"
+         (submod "../../fastcgi/private/manager/manager-state.rkt" for-tests)
          (only-in "../../fastcgi/private/manager/lifecycle.rkt" worker-move!)
          "../../fastcgi/private/manager/pm.rkt"
          (only-in "../../fastcgi/private/os/signals.rkt" send-signal! SIGKILL)
@@ -83,7 +84,7 @@
   ;; as the manager's moves would make it (lifecycle.rkt)
   (case state
     [(ready) (worker-move! w 'ready)]
-    [(draining) (worker-move! w 'drain)]
+    [(draining) (worker-move! w 'drain #:deadline +inf.0)]
     [else (void)])
   (when ready-ms (set-worker-ready-ms! w ready-ms))
   (when active (set-worker-active! w active))

@@ -4,6 +4,9 @@
 ;; manager's tables from the instant it is started or its fork is answered until its exit
 ;; is seen (manager-exits.rkt, manager-loader.rkt); its state says what it does meanwhile.
 ;;
+;; Besides the states, this module writes what goes with a move: a draining worker's
+;; retiring? and drain deadline, and why a worker or a loader failed.
+;;
 ;; A worker (manager-state.rkt's worker; retiring? tells a retiring one from one stopping):
 ;;   starting --ready--> ready        its ready line
 ;;   starting --retire--> draining    replaced: it hands its connections over and serves
@@ -32,13 +35,16 @@
 ;; the move where it applies and tells whether it did.
 (require (only-in "../os/child-process.rkt" child-pid)
          "../util/transitions.rkt"
-         (submod "manager-state.rkt" owner)
+         (submod "manager-state.rkt" lifecycle)
          "manager-state.rkt")
 (provide worker-transitions
          loader-transitions
          next-worker-state
          next-loader-state
          worker-move!
+         worker-killed!
+         worker-failed!
+         loader-failed!
          loader-move!
          loader-move-if!
          loader-started!)
@@ -56,12 +62,31 @@
   [die (loading gone) (ready gone)]
   [fall-back (gone off) (ready off)])
 
-;; worker-move! : worker symbol -> void
-(define (worker-move! w event)
+;; worker-move! : worker symbol [#:deadline real] -> void
+;; To draining (retire, drain), with the deadline past which it is killed: a retiring
+;; worker serves its sessions meanwhile, a drained one only finishes what it holds.
+(define (worker-move! w event #:deadline [deadline #f])
   (define next (next-worker-state event (worker-state w)))
   (unless next
     (error 'lifecycle "worker ~a: no ~a in state ~a" (worker-pid w) event (worker-state w)))
+  (when (eq? next 'draining)
+    (unless deadline (error 'lifecycle "worker ~a: ~a without a deadline" (worker-pid w) event))
+    (set-worker-retiring?! w (eq? event 'retire))
+    (set-worker-drain-deadline! w deadline))
   (set-worker-state! w next))
+
+;; worker-killed! : worker flonum -> void
+;; A draining worker past its deadline was sent SIGKILL: its exit is awaited 5 s more.
+(define (worker-killed! w now)
+  (set-worker-drain-deadline! w (+ now 5000)))
+
+;; worker-failed! : worker string -> void ; why it could not start (the status shows it)
+(define (worker-failed! w why)
+  (set-worker-failure! w why))
+
+;; loader-failed! : loader string -> void ; why the app does not load in it
+(define (loader-failed! ld why)
+  (set-loader-failure! ld why))
 
 ;; loader-move! : loader symbol -> void
 (define (loader-move! ld event)

@@ -20,6 +20,7 @@
          (only-in "../status/metrics.rkt" metrics-answers)
          "manager-reload.rkt"
          "manager-state.rkt"
+         (submod "manager-state.rkt" canary)
          "manager-workers.rkt")
 (provide canary-ready!
          canary-tick!
@@ -83,7 +84,7 @@
     [else
      (log-fastcgi-info "canary rolled forward: ~a; generation ~a starts its other ~a workers"
                        figures (canary-gen c) (sub1 (canary-total c)))
-     (set-manager-canary! m #f)
+     (trial-over! m)
      (total-add! m 'canary_forwards 1)
      (for ([_ (in-range (sub1 (canary-total c)))]) (spawn! m (canary-gen c)))
      (when (= 1 (canary-total c)) (finish-reload! m))]))
@@ -91,7 +92,7 @@
 ;; roll-back! : manager canary (or/c worker #f) string -> void
 (define (roll-back! m c w line)
   (log-fastcgi-error "~a; generation ~a goes on serving" line (manager-gen m))
-  (set-manager-canary! m #f)
+  (trial-over! m)
   (total-add! m 'canary_rollbacks 1)
   (for ([x (in-list (serving m (canary-gen c)))])
     (retire! m x "canary rolled back"))

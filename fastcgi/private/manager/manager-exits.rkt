@@ -68,15 +68,10 @@
 (define (crashed! m w why now)
   (cond
     [(or (not (worker-ready-ms w)) (< (- now (worker-started-ms w)) crash-window-ms))
-     (define failures (add1 (manager-failures m)))
-     (set-manager-failures! m failures)
-     (set-manager-last-failure-ms! m now)
-     (set-manager-last-start-error! m why)
-     (when (> failures 1)
-       (define delay (min 30. (* 0.1 (expt 2 (- failures 2)))))
-       (set-manager-next-spawn-ms! m (+ now (* 1000 delay)))
+     (define delay (crash-counted! m why now))
+     (when delay
        (log-fastcgi-error "workers crash at start or soon after (~a in a row): next start in ~a s"
-                          failures delay))]
+                          (manager-failures m) delay))]
     [else (start-failures-over! m)]))
 
 ;; give-up! : manager string -> none

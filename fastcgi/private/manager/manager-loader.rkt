@@ -15,7 +15,9 @@
          "manager-reports.rkt"
          "lifecycle.rkt"
          "manager-state.rkt"
+         (submod "manager-state.rkt" loader)
          "manager-workers.rkt"
+         "manager-forks.rkt"
          "../os/signals.rkt")
 (define max-deaths 3)
 
@@ -37,7 +39,7 @@
 ;; loader-exited! : manager loader -> void ; a generation's loader, or the base
 (define (loader-exited! m ld)
   (set-loader-exited?! ld #t)
-  (set-manager-stopped-loaders! m (remq ld (manager-stopped-loaders m)))
+  (stopped-loader-exited! m ld)
   (await-reports! m (λ () (or (not (loader-control ld)) (loader-reports-done? ld))))
   ;; what it was asked to fork and did not answer for starts as a process of its own
   (forks-of-exited! m ld)
@@ -83,14 +85,12 @@
         (total-add! m 'loader_restarts 1)
         (define new (start-loader! m g))
         (set-loader-deaths! new deaths)
-        (set-loader-wanted! new (loader-wanted ld))]
+        (pass-wanted! ld new)]
        [else
         (log-fastcgi-error "loader ~a of generation ~a exited (~a) soon after it started (~a in a row): its workers start as processes of their own"
                            (loader-pid ld) g status deaths)
         (loader-move! ld 'fall-back)
-        (define n (loader-wanted ld))
-        (set-loader-wanted! ld 0)
-        (for ([_ (in-range n)]) (spawn! m g))])]))
+        (release-wanted! m ld)])]))
 
 ;; load-failed! : manager loader string -> void
 ;; The app does not load in generation g: the start fails (no worker was ever ready), or
@@ -108,9 +108,7 @@
     [(= g (manager-gen m))
      (log-fastcgi-error "loader of generation ~a: ~a; its workers start as processes of their own" g why)
      (loader-move! ld 'fall-back)
-     (define n (loader-wanted ld))
-     (set-loader-wanted! ld 0)
-     (for ([_ (in-range n)]) (spawn! m g))]
+     (release-wanted! m ld)]
     [else (stop-loader! m g)]))
 
 ;; watch-loaders! : manager flonum -> void ; a loader still loading past --start-timeout is killed
@@ -120,7 +118,7 @@
         #:when (and (eq? (loader-state ld) 'loading) (not (loader-failure ld))
                     (> (- now (loader-started-ms ld)) (* 1000 start-timeout))))
     (log-fastcgi-error "loader ~a not loaded after ~a s: killing it" (loader-pid ld) start-timeout)
-    (set-loader-failure! ld (format "not loaded after ~a s (--start-timeout)" start-timeout))
+    (loader-failed! ld (format "not loaded after ~a s (--start-timeout)" start-timeout))
     (send-signal! (loader-pid ld) SIGKILL)))
 
 ;; stop-loaders! : manager -> void ; at a stop: no more forks, and the listening socket

@@ -10,6 +10,7 @@
          "../util/clock.rkt"
          "../util/log.rkt"
          "manager-state.rkt"
+         (submod "manager-state.rkt" notify)
          "../os/sd-notify.rkt")
 (provide open-manager-notify!
          notify-tick!

@@ -8,10 +8,12 @@
          "../util/log.rkt"
          "manager-notify.rkt"
          "manager-state.rkt"
+         (submod "manager-state.rkt" reload)
          "manager-workers.rkt"
          "pm.rkt"
          "../worker/preflight.rkt")
 (provide reload!
+         trial-over!
          reload-settled!
          finish-reload!
          read-secret*)
@@ -43,12 +45,11 @@
   ;; n >= 1 (an idle ondemand pool too): the new code must have loaded somewhere before
   ;; the reload is said done
   (set-manager-reload-gen! m (add1 gen))
-  (start-failures-over! m)
-  (set-manager-next-spawn-ms! m 0.)
+  (start-failures-over! m #:spawn-now? #t)
   (define trial (or canary-seconds (manager-cfg m serve-config-canary)))
   (cond
     [trial
-     (set-manager-canary! m (canary (add1 gen) trial n #f #f #f))
+     (set-manager-canary! m (make-canary #:generation (add1 gen) #:seconds trial #:total n))
      (log-fastcgi-info "reload: generation ~a starts with a canary (a trial of ~a s, ~a answers)"
                        (add1 gen) trial (manager-cfg m serve-config-canary-requests))
      (spawn! m (add1 gen))]
@@ -66,10 +67,14 @@
   (log-fastcgi-info "reload done: generation ~a serves" g)
   (reload-settled! m #f))
 
+;; trial-over! : manager -> void ; the canary's trial is decided (manager-canary.rkt)
+(define (trial-over! m)
+  (set-manager-canary! m #f))
+
 ;; reload-settled! : manager (or/c string #f) -> void
 ;; The reload under way is done (#f) or failed (why); one asked meanwhile starts now.
 (define (reload-settled! m failure)
-  (set-manager-canary! m #f)
+  (trial-over! m)
   (set-manager-reload-gen! m #f)
   (set-manager-reload-settled! m (manager-reload-covers m))
   (set-manager-last-reload-error! m failure)

@@ -5,7 +5,7 @@
 ;; generation taking over), stat, metrics, limit, recycle, failed, beat. A worker answering
 ;; the status path asks for the board instead. A generation's loader (loader.rkt) reports
 ;; on such a connection too: loaded, unsafe, refused, forced, failed, and its answers to
-;; fork lines (forked, forked-loader: manager-workers.rkt's fork-reply!). A process that
+;; fork lines (forked, forked-loader: manager-forks.rkt's fork-reply!). A process that
 ;; reports before the manager knows its pid (a forked one, whose fork's answer is still on
 ;; its way) is a stranger: its messages are held, and applied once the answer comes; one
 ;; that stays unknown past stranger-ms is stopped (expire-strangers!): no process serves
@@ -19,8 +19,10 @@
          "manager-reload.rkt"
          "lifecycle.rkt"
          "manager-state.rkt"
+         (submod "manager-state.rkt" reports)
          "manager-status.rkt"
          "manager-workers.rkt"
+         "manager-forks.rkt"
          "manager-stacks.rkt"
          "manager-canary.rkt"
          (only-in "../os/signals.rkt" send-signal! SIGKILL)
@@ -117,7 +119,7 @@
                  (set-worker-max-requests! w (and (positive? n) n)))]
       [(recycle) (recycle! m w (hash-ref f 'why))]
       ;; escaped by the worker: one line of plain ASCII
-      [(failed) (set-worker-failure! w (hash-ref f 'why))]
+      [(failed) (worker-failed! w (hash-ref f 'why))]
       [(stacks) (stacks-answered! m w (hash-ref f 'query) (hash-ref f 'json))]
       [else (void)])))
 
@@ -162,7 +164,7 @@
        [(forced)
         (log-fastcgi-warning "generation ~a: --preload: forking all the same, though loading the app left what a fork cannot share: ~a"
                              (loader-gen ld) (hash-ref f 'what))]
-       [(failed) (set-loader-failure! ld (hash-ref f 'why))]
+       [(failed) (loader-failed! ld (hash-ref f 'why))]
        [(forked forked-loader)
         (define pid (fork-reply! m ld x))
         (when pid
@@ -191,7 +193,7 @@
                        [(>= (hash-count strangers) strangers-max)
                         (with-handlers ([exn:fail? void]) (close-output-port x))
                         #f]
-                       [else (let ([s (stranger (now-ms) '())]) (hash-set! strangers pid s) s)]))))
+                       [else (let ([s (make-stranger #:now (now-ms))]) (hash-set! strangers pid s) s)]))))
   (when (and s (< (length (stranger-msgs s)) stranger-max))
     (set-stranger-msgs! s (cons x (stranger-msgs s)))))
 
@@ -236,12 +238,8 @@
   (define g (loader-gen ld))
   (log-fastcgi-info "generation ~a loaded once by loader ~a (a heap of ~a MiB, shared): forking its workers"
                     g (loader-pid ld) (if image (quotient image 1048576) "?"))
-  (when (and kind (not (manager-base-kind m)))
-    (set-manager-base-kind! m kind))
-  (define n (loader-wanted ld))
-  (set-loader-wanted! ld 0)
-  (when (wanted-generation? m g)
-    (for ([_ (in-range n)]) (spawn! m g))))
+  (when kind (base-kind-known! m kind))
+  (release-wanted! m ld))
 
 ;; base-ready! : manager loader (or/c natural #f) -> void
 (define (base-ready! m base image)
@@ -272,10 +270,7 @@
   (if refused?
       (log-fastcgi-warning "generation ~a: ~a" g (probe-line "forking from a loaded image" what then))
       (log-fastcgi-warning "generation ~a: loading the app left what a fork cannot share (~a): ~a" g what then))
-  (define n (loader-wanted ld))
-  (set-loader-wanted! ld 0)
-  (when (wanted-generation? m g)
-    (for ([_ (in-range n)]) (spawn! m g))))
+  (release-wanted! m ld))
 
 ;; stat! : worker hash -> void
 ;; A stat message's counters (a worker of another install may send fewer or more: those

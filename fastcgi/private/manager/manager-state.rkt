@@ -8,17 +8,43 @@
          "../os/child-process.rkt"
          "../os/logging.rkt"
          "../transport/transport.rkt")
-(provide (struct-out fork-ask)
-         (struct-out canary)
-         (struct-out stranger)
-         (except-out (struct-out worker) worker set-worker-state!)
+(provide (except-out (struct-out fork-ask) fork-ask)
+         make-fork-ask
+         (except-out (struct-out canary) canary set-canary-pid! set-canary-start-ms! set-canary-base!)
+         make-canary
+         (except-out (struct-out stranger) stranger set-stranger-msgs!)
+         make-stranger
+         (except-out (struct-out worker) worker
+                     set-worker-state! set-worker-ready-ms! set-worker-requests! set-worker-active!
+                     set-worker-connections! set-worker-slow! set-worker-shed!
+                     set-worker-queue-delay! set-worker-sessions! set-worker-rss!
+                     set-worker-drain-deadline! set-worker-recycle! set-worker-last-busy-ms!
+                     set-worker-retiring?! set-worker-control! set-worker-failure!
+                     set-worker-reports-done?! set-worker-log-dropped! set-worker-heard-ms!
+                     set-worker-late! set-worker-metrics! set-worker-max-requests!
+                     set-worker-private! set-worker-shared! set-worker-shared-ms!
+                     set-worker-oldest-ms!)
          make-worker
-         (except-out (struct-out loader) loader set-loader-state! set-loader-sp! set-loader-pid!
-                     set-loader-started-ms!)
+         (except-out (struct-out loader) loader
+                     set-loader-sp! set-loader-pid! set-loader-started-ms! set-loader-state!
+                     set-loader-control! set-loader-wanted! set-loader-image! set-loader-failure!
+                     set-loader-reports-done?! set-loader-rss! set-loader-exited?!
+                     set-loader-deaths!)
          make-loader
          generation-loader
          read-memory!
-         (except-out (struct-out manager) manager)
+         (except-out (struct-out manager) manager
+                     set-manager-base! set-manager-base-kind! set-manager-stopped-loaders!
+                     set-manager-secret! set-manager-gen! set-manager-next-id!
+                     set-manager-stopping?! set-manager-failures! set-manager-last-failure-ms!
+                     set-manager-last-start-error! set-manager-ever-ready?!
+                     set-manager-next-spawn-ms! set-manager-reload-gen!
+                     set-manager-reload-pending?! set-manager-reload-asks!
+                     set-manager-reload-covers! set-manager-reload-settled!
+                     set-manager-last-reload-error! set-manager-max-active!
+                     set-manager-last-board! set-manager-last-board-ms!
+                     set-manager-last-memory-ms! set-manager-files-ok?! set-manager-notify!
+                     set-manager-canary!)
          make-manager
          crash-window-ms
          manager-cfg
@@ -28,7 +54,56 @@
          wanted-generation?
          total-add!
          start-failures-over!
+         crash-counted!
          clean-up!)
+
+;; Who writes what. Every mutable field has one writer: the module named by the submodule
+;; that provides its setter (manager-NAME.rkt, or lifecycle.rkt), the only module that
+;; requires that submodule; the main module provides no setter. Fields not listed (a
+;; worker's memory, the crash backoff) are written here. tests/manager-owners-test.rkt
+;; checks it; tests reach any field through for-tests.
+(module+ lifecycle
+  (provide set-worker-state! set-worker-retiring?! set-worker-drain-deadline! set-worker-failure!
+           set-loader-state! set-loader-sp! set-loader-pid! set-loader-started-ms!
+           set-loader-failure!))
+(module+ workers
+  (provide set-worker-recycle! set-loader-wanted! set-manager-base! set-manager-base-kind!
+           set-manager-next-id! set-manager-stopped-loaders!))
+(module+ reports
+  (provide set-worker-ready-ms! set-worker-requests! set-worker-active! set-worker-connections!
+           set-worker-slow! set-worker-shed! set-worker-queue-delay! set-worker-sessions!
+           set-worker-last-busy-ms! set-worker-control! set-worker-reports-done?!
+           set-worker-log-dropped! set-worker-heard-ms! set-worker-metrics!
+           set-worker-max-requests! set-worker-oldest-ms!
+           set-loader-control! set-loader-image! set-loader-reports-done?!
+           set-manager-ever-ready?! set-stranger-msgs!))
+(module+ watch
+  (provide set-worker-late! set-loader-rss! set-manager-last-memory-ms! set-manager-max-active!))
+(module+ loader
+  (provide set-loader-exited?! set-loader-deaths!))
+(module+ reload
+  (provide set-manager-secret! set-manager-gen! set-manager-reload-gen!
+           set-manager-reload-pending?! set-manager-reload-asks! set-manager-reload-covers!
+           set-manager-reload-settled! set-manager-last-reload-error! set-manager-canary!))
+(module+ canary
+  (provide set-canary-pid! set-canary-start-ms! set-canary-base!))
+(module+ status
+  (provide set-manager-files-ok?! set-manager-last-board! set-manager-last-board-ms!))
+(module+ notify
+  (provide set-manager-notify!))
+(module+ manager
+  (provide set-manager-stopping?!))
+(module+ for-tests
+  (require (submod ".." lifecycle) (submod ".." workers) (submod ".." reports)
+           (submod ".." watch) (submod ".." loader) (submod ".." reload) (submod ".." canary)
+           (submod ".." status) (submod ".." notify) (submod ".." manager))
+  (provide (all-from-out (submod ".." lifecycle) (submod ".." workers) (submod ".." reports)
+                         (submod ".." watch) (submod ".." loader) (submod ".." reload)
+                         (submod ".." canary) (submod ".." status) (submod ".." notify)
+                         (submod ".." manager))
+           set-worker-rss! set-worker-private! set-worker-shared! set-worker-shared-ms!
+           set-manager-failures! set-manager-last-failure-ms! set-manager-last-start-error!
+           set-manager-next-spawn-ms!))
 
 ;; A worker that dies younger than this counts as a crash (manager-exits.rkt), and one
 ;; that lived longer since the last crash lets workers start without delay again.
@@ -98,16 +173,26 @@
 ;; generation; deadline-ms: when the forker is taken for stuck (killed, and what it was
 ;; asked for started as a process of its own).
 (struct fork-ask (forker kind n gen ld deadline-ms))
+;; make-fork-ask : #:forker loader #:kind symbol #:n natural #:generation natural
+;;                 #:loader (or/c loader #f) #:deadline flonum -> fork-ask
+(define (make-fork-ask #:forker forker #:kind kind #:n n #:generation gen #:loader ld
+                       #:deadline deadline)
+  (fork-ask forker kind n gen ld deadline))
 
 ;; A canary reload's trial (manager-canary.rkt). gen: the new generation; seconds: the
 ;; trial's length; total: the workers the generation will have once it rolls forward; pid:
 ;; the canary's, once ready; start-ms: when its trial started; base: pid -> (cons answers
 ;; 5xx) of each worker when the trial started.
 (struct canary (gen seconds total [pid #:mutable] [start-ms #:mutable] [base #:mutable]))
+;; make-canary : #:generation natural #:seconds real #:total natural -> canary ; not started
+(define (make-canary #:generation gen #:seconds seconds #:total total)
+  (canary gen seconds total #f #f #f))
 
 ;; A process the manager does not know yet that reported on its control socket: when it
 ;; first did, and its messages so far (newest first; at most stranger-max of them).
 (struct stranger (first-ms [msgs #:mutable]) #:transparent)
+;; make-stranger : #:now flonum -> stranger ; no message yet
+(define (make-stranger #:now now) (stranger now '()))
 
 ;; make-loader : #:generation natural #:process (or/c child-process #f) #:now flonum -> loader
 ;; (the pool's base is one too, of generation 0: loader.rkt). Without a process, it waits
@@ -115,10 +200,6 @@
 (define (make-loader #:generation gen #:process sp #:now now)
   (loader gen sp (and sp (child-pid sp)) now (if sp 'loading 'waiting) #f 0 #f #f #f #f #f 0))
 
-;; The states are written by lifecycle.rkt only, as moves of its tables; so are a
-;; loader's process fields, set as it starts.
-(module+ owner
-  (provide set-worker-state! set-loader-state! set-loader-sp! set-loader-pid! set-loader-started-ms!))
 
 ;; read-memory! : worker flonum -> void
 ;; Its resident memory, its shared part (read every shared-every-ms: costly) and its
@@ -232,10 +313,26 @@
   (define totals (manager-totals m))
   (hash-set! totals k (+ n (hash-ref totals k 0))))
 
-;; start-failures-over! : manager -> void ; workers start and last again
-(define (start-failures-over! m)
+;; The crash backoff's fields are written here only.
+;; crash-counted! : manager string flonum -> (or/c real #f)
+;; A worker crashed (why) at now: one more failure in a row; from the second on, the next
+;; start waits, twice as long each time: the delay in seconds, else #f.
+(define (crash-counted! m why now)
+  (define failures (add1 (manager-failures m)))
+  (set-manager-failures! m failures)
+  (set-manager-last-failure-ms! m now)
+  (set-manager-last-start-error! m why)
+  (and (> failures 1)
+       (let ([delay (min 30. (* 0.1 (expt 2 (- failures 2))))])
+         (set-manager-next-spawn-ms! m (+ now (* 1000 delay)))
+         delay)))
+
+;; start-failures-over! : manager [#:spawn-now? boolean] -> void
+;; Workers start and last again (spawn-now?: a reload: the next start waits for nothing)
+(define (start-failures-over! m #:spawn-now? [now? #f])
   (set-manager-failures! m 0)
-  (set-manager-last-start-error! m #f))
+  (set-manager-last-start-error! m #f)
+  (when now? (set-manager-next-spawn-ms! m 0.)))
 
 ;; clean-up! : manager -> void ; the socket, the pid file and the status file go
 (define (clean-up! m)

@@ -11,6 +11,7 @@
          (only-in "../os/log-file.rkt" log-lines-dropped)
          "../util/log.rkt"
          "manager-state.rkt"
+         (submod "manager-state.rkt" status)
          (only-in "manager-canary.rkt" canary-board)
          "../status/metrics.rkt"
          "pm.rkt"

@@ -16,8 +16,10 @@
          (only-in "manager-canary.rkt" canary-tick!)
          "lifecycle.rkt"
          "manager-state.rkt"
+         (submod "manager-state.rkt" watch)
          "manager-status.rkt"
          "manager-workers.rkt"
+         "manager-forks.rkt"
          "../os/signals.rkt")
 (provide tick!)
 
@@ -59,11 +61,11 @@
       [(and (eq? (worker-state w) 'draining) (> now (worker-drain-deadline w)))
        (log-fastcgi-warning "worker ~a did not stop in time: killing it" (worker-pid w))
        (send-signal! (worker-pid w) SIGKILL)
-       (set-worker-drain-deadline! w (+ now 5000))]
+       (worker-killed! w now)]
       [(and (eq? (worker-state w) 'starting) (> (- now (worker-started-ms w)) (* 1000 start-timeout))
             (not (worker-failure w)))
        (log-fastcgi-error "worker ~a not ready after ~a s: killing it" (worker-pid w) start-timeout)
-       (set-worker-failure! w (format "not ready after ~a s (--start-timeout)" start-timeout))
+       (worker-failed! w (format "not ready after ~a s (--start-timeout)" start-timeout))
        (send-signal! (worker-pid w) SIGKILL)]))
   (watch-beats! m now)
   (watch-loaders! m now)
@@ -110,9 +112,7 @@
                               ""))
        (set-worker-late! w 'killed)
        (total-add! m 'unresponsive_kills 1)
-       (worker-move! w 'drain)
-       (set-worker-retiring?! w #f)
-       (set-worker-drain-deadline! w (+ now 5000))
+       (worker-move! w 'drain #:deadline (+ now 5000))
        (send-signal! (worker-pid w) SIGKILL)
        (maintain! m)]
       [(> silent late-ms)

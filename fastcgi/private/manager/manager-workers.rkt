@@ -12,23 +12,13 @@
          "../util/log.rkt"
          "lifecycle.rkt"
          "manager-state.rkt"
+         (submod "manager-state.rkt" workers)
          "pm.rkt"
          "../os/signals.rkt")
-(provide spawn!
-         fork-reply!
-         fork-deadlines!
-         forks-of-exited!
-         start-loader!
-         start-waiting-loaders!
-         start-base!
-         stop-loader!
-         stop-idle-loaders!
-         drain!
-         cut!
-         retire!
-         recycle!
-         maintain!
-         starts-now)
+(provide spawn! spawn-process! release-wanted! pass-wanted! add-worker! fork-timeout
+         start-loader! start-loader-as-process! loader-process-started! start-waiting-loaders!
+         start-base! base-kind-known! stop-loader! stop-idle-loaders! stopped-loader-exited!
+         drain! cut! retire! recycle! maintain! starts-now)
 
 (define-runtime-path worker-module "../worker/worker-main.rkt")
 (define-runtime-path loader-module "../worker/loader-main.rkt")
@@ -58,6 +48,19 @@
          #f
          (spawn-process! m g))]
     [else (spawn-process! m g)]))
+
+;; release-wanted! : manager loader -> void
+;; The workers asked of ld while it could not fork yet are asked again now (forked once
+;; it is ready, processes of their own once it cannot fork), while its generation is wanted.
+(define (release-wanted! m ld)
+  (define n (loader-wanted ld))
+  (set-loader-wanted! ld 0)
+  (when (wanted-generation? m (loader-gen ld))
+    (for ([_ (in-range n)]) (spawn! m (loader-gen ld)))))
+
+;; pass-wanted! : loader loader -> void ; what a dead loader was asked goes to its successor
+(define (pass-wanted! from to)
+  (set-loader-wanted! to (loader-wanted from)))
 
 ;; worker-config : manager natural -> serve-config ; what worker id runs with
 (define (worker-config m id)
@@ -130,7 +133,11 @@
     [(and base (eq? (loader-state base) 'ready)
           (ask-fork! m base (message-line 'manager 'loader #:gen g) 'loader g g ld))
      (loader-move! ld 'fork)]
-    [else (loader-process-started! m ld (start-racket m loader-module (worker-config m 0)))]))
+    [else (start-loader-as-process! m ld)]))
+
+;; start-loader-as-process! : manager loader -> void ; a process of its own, not forked
+(define (start-loader-as-process! m ld)
+  (loader-process-started! m ld (start-racket m loader-module (worker-config m 0))))
 
 ;; loader-process-started! : manager loader child-process -> void
 (define (loader-process-started! m ld sp)
@@ -148,6 +155,10 @@
   (log-fastcgi-debug "started the base ~a (~a)" (loader-pid base) kind)
   base)
 
+;; base-kind-known! : manager (or/c 'raw 'servlet) -> void ; what the first generation loaded
+(define (base-kind-known! m kind)
+  (unless (manager-base-kind m) (set-manager-base-kind! m kind)))
+
 ;; ask-fork! : manager loader string (or/c 'worker 'loader) natural natural (or/c loader #f)
 ;;             -> boolean
 ;; Writes line (fork ID, or loader GEN) to the forker and notes what its answer will be
@@ -162,99 +173,13 @@
          #t)
        (begin
          (hash-set! (manager-forks m) (fork-key kind n)
-                    (fork-ask forker kind n g ld (+ (now-ms) (* 1000 fork-timeout))))
+                    (make-fork-ask #:forker forker #:kind kind #:n n #:generation g #:loader ld
+                                   #:deadline (+ (now-ms) (* 1000 fork-timeout))))
          #t)))
 
 ;; fork-key : (or/c 'worker 'loader) natural -> pair ; the answer's verb and number
+;; (manager-forks.rkt matches the answers)
 (define (fork-key kind n) (cons (if (eq? kind 'worker) 'forked 'forked-loader) n))
-
-;; fork-reply! : manager loader (cons symbol hash) -> (or/c natural #f)
-;; A forker's answer (forked ID PID, forked-loader GEN PID). The process it forked is
-;; tracked from now: a worker is added, a loader gets its process; its pid is returned
-;; (the messages it sent first are the caller's to replay). One that is no longer wanted
-;; (a stop, or its loader replaced meanwhile) is stopped at once; one whose ask passed
-;; its deadline (fork-deadlines! started another in its place) is killed. A failed fork
-;; (PID -1): what was asked starts as a process of its own.
-(define (fork-reply! m forker msg)
-  (define n (hash-ref (cdr msg) (if (eq? (car msg) 'forked) 'id 'gen)))
-  (define pid (hash-ref (cdr msg) 'pid))
-  (define key (cons (car msg) n))
-  (define a (hash-ref (manager-forks m) key #f))
-  (cond
-    [(not (and a (eq? (fork-ask-forker a) forker)))
-     (when (positive? pid)
-       (log-fastcgi-warning "~a answered a fork after its deadline (~a ~a): stopping process ~a"
-                            (forker-name m forker) (car msg) n pid)
-       (total-add! m 'untracked_stopped 1)
-       (send-signal! pid SIGKILL))
-     #f]
-    [else
-     (hash-remove! (manager-forks m) key)
-     (cond
-       [(positive? pid) (adopt-forked! m a (adopt-child pid)) pid]
-       [else
-        (log-fastcgi-error "~a could not fork: starting ~a as a process of its own"
-                           (forker-name m forker) (if (eq? (fork-ask-kind a) 'worker) "the worker" "the loader"))
-        (instead-of-fork! m a)
-        #f])]))
-
-;; adopt-forked! : manager fork-ask child-process -> void
-(define (adopt-forked! m a sp)
-  (case (fork-ask-kind a)
-    [(worker)
-     (define w (add-worker! m (make-worker #:id (fork-ask-n a) #:process sp #:generation (fork-ask-gen a)
-                                           #:now (now-ms) #:forked? #t)))
-     (unless (wanted-generation? m (fork-ask-gen a)) (drain! m w "its generation no longer serves"))]
-    [else
-     (define ld (fork-ask-ld a))
-     (cond
-       [(and (eq? (generation-loader m (fork-ask-gen a)) ld) (eq? (loader-state ld) 'forking)
-             (not (manager-stopping? m)))
-        (loader-process-started! m ld sp)]
-       [else
-        (log-fastcgi-debug "loader ~a of generation ~a is no longer wanted: stopping it" (child-pid sp) (fork-ask-gen a))
-        (send-signal! (child-pid sp) SIGTERM)])]))
-
-;; instead-of-fork! : manager fork-ask -> void ; what was asked, as a process of its own
-(define (instead-of-fork! m a)
-  (case (fork-ask-kind a)
-    [(worker) (when (wanted-generation? m (fork-ask-gen a)) (spawn-process! m (fork-ask-gen a)))]
-    [else
-     (define ld (fork-ask-ld a))
-     (when (and (eq? (generation-loader m (fork-ask-gen a)) ld) (eq? (loader-state ld) 'forking)
-                (not (manager-stopping? m)))
-       (loader-process-started! m ld (start-racket m loader-module (worker-config m 0))))]))
-
-;; fork-deadlines! : manager flonum -> void
-;; Asks not answered by their deadline: the forker is stuck (stopped, or lost in a long
-;; collection); it is killed (the manager replaces it when it sees it exit) and what it
-;; was asked for starts as a process of its own. An answer that comes after all is
-;; fork-reply!'s: its process is killed.
-(define (fork-deadlines! m now)
-  (for ([(key a) (in-hash (hash-copy (manager-forks m)))]
-        #:when (> now (fork-ask-deadline-ms a)))
-    (hash-remove! (manager-forks m) key)
-    (define forker (fork-ask-forker a))
-    (log-fastcgi-error "~a did not answer within ~a s: starting ~a as a process of its own"
-                       (forker-name m forker) fork-timeout
-                       (if (eq? (fork-ask-kind a) 'worker) "the worker" "the loader"))
-    (when (loader-move-if! forker 'die)
-      (send-signal! (loader-pid forker) SIGKILL))
-    (instead-of-fork! m a)))
-
-;; forks-of-exited! : manager loader -> void
-;; A forker exited: what it was asked and did not answer starts as a process of its own.
-(define (forks-of-exited! m forker)
-  (for ([(key a) (in-hash (hash-copy (manager-forks m)))]
-        #:when (eq? (fork-ask-forker a) forker))
-    (hash-remove! (manager-forks m) key)
-    (instead-of-fork! m a)))
-
-;; forker-name : manager loader -> string
-(define (forker-name m forker)
-  (if (eq? forker (manager-base m))
-      (format "the base ~a" (loader-pid forker))
-      (format "loader ~a" (loader-pid forker))))
 
 ;; stop-loader! : manager natural -> void ; generation g needs its loader no more
 (define (stop-loader! m g)
@@ -265,6 +190,10 @@
     (when (and (loader-sp ld) (eq? (child-status (loader-sp ld)) 'running))
       (log-fastcgi-debug "stopping loader ~a (generation ~a)" (loader-pid ld) g)
       (send-signal! (loader-pid ld) SIGTERM))))
+
+;; stopped-loader-exited! : manager loader -> void ; a stopped loader is gone: forget it
+(define (stopped-loader-exited! m ld)
+  (set-manager-stopped-loaders! m (remq ld (manager-stopped-loaders m))))
 
 ;; stop-idle-loaders! : manager -> void
 ;; The loaders of generations that neither serve nor start and have no live worker left.
@@ -282,9 +211,8 @@
 (define (drain! m w why)
   (unless (and (eq? (worker-state w) 'draining) (not (worker-retiring? w)))
     (log-fastcgi-info "stopping worker ~a (~a)" (worker-pid w) why)
-    (worker-move! w 'drain)
-    (set-worker-retiring?! w #f)
-    (set-worker-drain-deadline! w (+ (now-ms) (* 1000 (+ (manager-cfg m serve-config-graceful-timeout) 2))))
+    (worker-move! w 'drain
+                  #:deadline (+ (now-ms) (* 1000 (+ (manager-cfg m serve-config-graceful-timeout) 2))))
     (send-signal! (worker-pid w) SIGTERM)))
 
 ;; cut! : manager worker string -> void
@@ -299,10 +227,8 @@
     (unless (or (worker-recycle w) draining?)
       (set-worker-recycle! w why)
       (total-add! m 'recycled 1))
-    (set-worker-drain-deadline! w (min (+ (now-ms) (* 1000 hard-grace))
-                                       (if draining? (worker-drain-deadline w) +inf.0)))
-    (worker-move! w 'drain)
-    (set-worker-retiring?! w #f)
+    (worker-move! w 'drain #:deadline (min (+ (now-ms) (* 1000 hard-grace))
+                                           (if draining? (worker-drain-deadline w) +inf.0)))
     (send-signal! (worker-pid w) SIGTERM)
     (maintain! m)))
 
@@ -320,12 +246,10 @@
             (flush-output (worker-control w))
             #t))
      (log-fastcgi-info "retiring worker ~a (~a)" (worker-pid w) why)
-     (worker-move! w 'retire)
-     (set-worker-retiring?! w #t)
-     (set-worker-drain-deadline! w (+ (now-ms)
-                                      (* 1000 (+ (manager-cfg m serve-config-session-drain)
-                                                 (* 2 (manager-cfg m serve-config-graceful-timeout))
-                                                 5))))]
+     (worker-move! w 'retire #:deadline (+ (now-ms)
+                                           (* 1000 (+ (manager-cfg m serve-config-session-drain)
+                                                      (* 2 (manager-cfg m serve-config-graceful-timeout))
+                                                      5))))]
     [else (drain! m w why)]))
 
 ;; successor-ids : manager worker -> (listof natural)

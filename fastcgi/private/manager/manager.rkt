@@ -15,12 +15,14 @@
 ;; connections, exits, signals and a 0.25 s tick arrive as events, so the pool state needs
 ;; no locks, and the loop never waits on one child (a fork is asked, and its answer is an
 ;; event like any other). The pieces, each taking the pool's state (manager-state.rkt) as
-;; its first argument:
+;; its first argument; each field of that state has one writer, the module of the owner
+;; submodule that provides its setter (manager-state.rkt says which):
 ;;   lifecycle.rkt         the states of workers, loaders and the base: the only writer,
 ;;                         by named moves checked against its tables
 ;;   manager-workers.rkt   spawn (a fork asked of a loader, or a process), drain, retire,
-;;                         cut, recycle one worker; start loaders and the base; the forks'
-;;                         answers and deadlines; maintain the pool (pm.rkt's policy)
+;;                         cut, recycle one worker; start loaders and the base; maintain
+;;                         the pool (pm.rkt's policy)
+;;   manager-forks.rkt     the forks' answers, late ones, and their deadlines
 ;;   manager-reports.rkt   the control connections, in the lines of worker/lines.rkt: a
 ;;                         worker's ready, stat, recycle, failed; a loader's loaded, unsafe,
 ;;                         forked; the messages of processes not yet known (strangers)
@@ -50,6 +52,7 @@
          "manager-reload.rkt"
          "manager-reports.rkt"
          "manager-state.rkt"
+         (submod "manager-state.rkt" manager)
          "manager-status.rkt"
          "manager-watch.rkt"
          "manager-workers.rkt"
