@@ -13,6 +13,7 @@
                   fastcgi-request-status request-finish! request-end-now!
                   request-respond-status! request-refuse! handler-error-port call-as-handler-of)
          "../fastcgi/private/engine/wire.rkt"
+         (submod "../fastcgi/private/engine/wire.rkt" for-tests)
          "lib/connection-handler.rkt"
          "lib/pipe-conn.rkt"
          "lib/raw-peer.rkt")

@@ -2703,14 +2703,14 @@ named):
        connection layer answers in FastCGI terms; a refusal is a reason, and
        @filepath{protocol/cgi.rkt}, which makes every CGI answer the server itself sends, turns it
        into a status and a page.}
- @item{@filepath{handlers.rkt} runs the handler, in the reader's own thread when the
+ @item{@filepath{handler-run.rkt} runs the handler, in the reader's own thread when the
        request is alone on its connection and its input has all arrived, else in a thread
        of its own: a servlet through @filepath{servlet/web.rkt} (with @filepath{servlet/servlet.rkt} and
        @filepath{servlet/sessions.rkt} for continuations) or a raw handler.}
  @item{What the handler writes is buffered and cut into @wire{STDOUT} records by
        @filepath{request-output.rkt}, and leaves with @wire{END_REQUEST} through
        @filepath{wire.rkt}'s one writer per connection and @filepath{io.rkt}.}
- @item{@filepath{handlers.rkt}'s @tt{retire!} frees the request's id and keeps or closes
+ @item{@filepath{handler-run.rkt}'s @tt{retire!} frees the request's id and keeps or closes
        the connection. Every deadline (first byte, idle, read, write, request, drain) is
        a field of the connection or request that the server's one timer
        (@filepath{timer.rkt}, on the monotonic clock of @filepath{util/clock.rkt}) sweeps.}

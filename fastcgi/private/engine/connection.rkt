@@ -16,8 +16,8 @@
 ;; (the modules below it first, then the two it is made of)
 (require ffi/unsafe/atomic
          "../util/catch.rkt" "../util/log.rkt" "log-limit.rkt" "../util/limits.rkt" "../util/table.rkt"
-         "../protocol/protocol.rkt" "wire.rkt" "owner.rkt" "../os/handover.rkt" "request.rkt"
-         "dispatch.rkt" "handlers.rkt")
+         "../protocol/protocol.rkt" "wire.rkt" (submod "wire.rkt" connection) "owner.rkt" "../os/handover.rkt" "request.rkt"
+         "dispatch.rkt" "handler-run.rkt")
 (provide serve-connection
          loop-step!
          hand-over-idle!
@@ -237,7 +237,7 @@
 ;; Runs r's handler in this, the reader's, thread. #t: this thread is still the reader;
 ;; #f: a new reader took over meanwhile (this thread is done with the connection).
 (define (run-inline! c st r)
-  (set-conn-pending! c #f)
+  (unpend! c)
   ;; its input has ended and it is the only live request (see params-done!): no read
   ;; deadline while it runs; retire! starts the idle clock
   (conn-await! c #f)

@@ -6,7 +6,7 @@
 ;; handler under the body flow rule (see connection.rkt), GET_VALUES is answered.
 (require "../util/clock.rkt" "../util/limits.rkt" "../util/log.rkt" "../util/table.rkt"
          "../protocol/protocol.rkt"
-         "wire.rkt" "request.rkt" "log-limit.rkt" "handlers.rkt"
+         "wire.rkt" (submod "wire.rkt" dispatch) "request.rkt" "log-limit.rkt" "handler-run.rkt"
          (only-in (submod "../protocol/cgi.rkt" private) refusal-status))
 (provide dispatch!
          note-shed!
@@ -235,7 +235,7 @@
      (if (and (not (conn-mpx? c)) (not (conn-inline c)) (not (limits-max-queue-delay lim))
               (not (eq? (fastcgi-request-role r) 'filter)) (not (limits-request-memory lim))
               (= 1 (table-count (conn-requests c))))
-         (set-conn-pending! c r)        ; runs inline once its input has ended (read-loop)
+         (pend! c r)                    ; runs inline once its input has ended (read-loop)
          (start-handler! c r))
      #f]))
 

@@ -21,14 +21,7 @@
 ;; charged to the few requests that end in a moment, it makes a request look hundreds of
 ;; times dearer than it is, and a fresh worker handed a burst would shed it.
 (define (handler-cpu-done! srv t)
-  (stat-add-n! srv 'handler-cpu (current-process-milliseconds t)))
-
-;; stat-add-n! : server symbol natural -> void ; as handlers.rkt's stat-add!, by n
-(define (stat-add-n! srv key n)
-  (define stats (server-stats srv))
-  (start-atomic)
-  (hash-set! stats key (+ n (hash-ref stats key 0)))
-  (end-atomic))
+  (stat-add! srv 'handler-cpu (current-process-milliseconds t)))
 
 ;; queue-delay-estimator : server -> (-> void)
 ;; Racket shares the CPU among runnable threads in short slices, so a request admitted

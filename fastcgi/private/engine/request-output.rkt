@@ -282,7 +282,7 @@
 
 ;; closing-trailer? : conn request -> boolean
 ;; The server stops with no sibling to hand its connections to, and r is the last request
-;; live on its kept connection, which closes right after this answer (handlers.rkt's
+;; live on its kept connection, which closes right after this answer (handler-run.rkt's
 ;; retire!). The front must not send another request on it meanwhile: nginx keeps an
 ;; upstream connection only when END_REQUEST ends what it has read of it, so a record
 ;; after END_REQUEST in the same write makes it drop the connection itself, where the close

@@ -20,7 +20,7 @@
 (require ffi/unsafe/atomic
          (only-in "../util/limits.rkt" limits-stdin-buffer)
          "../protocol/protocol.rkt"
-         "wire.rkt")
+         "wire.rkt" (submod "wire.rkt" request-state))
 (provide fastcgi-request? fastcgi-request-id fastcgi-request-role fastcgi-request-keep-conn?
          fastcgi-request-abort-evt fastcgi-request-peer fastcgi-request-conn
          fastcgi-request-abort-sema fastcgi-request-start-ms fastcgi-request-output

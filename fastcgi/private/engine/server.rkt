@@ -16,7 +16,7 @@
          "../util/table.rkt"
          "timer.rkt"
          "../transport/transport.rkt"
-         "wire.rkt"
+         "wire.rkt" (submod "wire.rkt" server)
          "log-limit.rkt"
          "queue-delay.rkt")
 (provide start-server

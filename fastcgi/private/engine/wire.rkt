@@ -9,29 +9,22 @@
          "../util/limits.rkt"
          "owner.rkt"
          "../util/table.rkt")
-(provide (struct-out server)
-         (except-out (struct-out conn) set-conn-deadline! set-conn-awaiting!)
-         conn-await!
-         conn-await-idle-unless-sooner!
-         conn-deadline-left
-         conn-await-left!
-         conn-fd
-         make-conn
-         make-fd-conn
-         ensure-reader!
-         before-block!
-         conn-read!
-         conn-try-read!
-         conn-input-pending?
-         conn-lock!
-         conn-send!
-         conn-send-records!
-         conn-broken!
-         conn-shutdown-write!
-         counter-add!
-         server-sleep-until-request!
-         server-on-next-request!
-         server-wake-sleepers!
+(provide (except-out (struct-out server) set-server-closing?! set-server-handover!
+                     set-server-last-params! set-server-sleepers!)
+         (except-out (struct-out conn) set-conn-deadline! set-conn-awaiting! set-conn-cref!
+                     set-conn-write-deadline! set-conn-broken?! set-conn-closing?! set-conn-owner!
+                     set-conn-reader! set-conn-inline! set-conn-pending! set-conn-mpx?!
+                     set-conn-last-params!)
+         (except-out (struct-out rd) set-rd-short?! set-rd-begun?! set-rd-served! set-rd-reads!
+                     set-rd-fresh?!)
+         make-conn make-fd-conn conn-fd
+         conn-await! conn-await-idle-unless-sooner! conn-deadline-left conn-await-left!
+         ensure-reader! before-block!
+         conn-read! conn-try-read! conn-input-pending?
+         conn-lock! conn-send! conn-send-records!
+         conn-close! conn-broken!
+         counter-add! stat-add!
+         server-sleep-until-request! server-on-next-request! server-wake-sleepers!
          now-ms)
 
 ;; Per process. handler: fastcgi-request -> any. roles: the roles the handler takes.
@@ -119,6 +112,30 @@
               ;; posted to wake a reader thread waiting for input, while its server hands
               ;; connections over (see conn-read!)
               wake))
+
+;; The reader's state (conn-reader), shared by the threads that read a connection in turn
+;; (owner.rkt says which reads it now); connection.rkt writes it. reads: read() calls in
+;; this turn of the loop; done: what the thread that sees the end does; paramz: the
+;; parameterization the connection was served with, for every reader thread of it; fresh?:
+;; bytes came since the read deadline was last chosen (connection.rkt's next-deadline!).
+(struct rd (decoder [short? #:mutable] [begun? #:mutable] [served #:mutable] done paramz
+                    [reads #:mutable] [fresh? #:mutable]))
+
+;; Who writes what: a field without a setter below is written here. Each owner submodule
+;; is required only by the module it is named after (tests/owners-test.rkt).
+(module+ connection
+  (provide set-conn-owner! set-conn-reader! set-conn-inline!
+           set-rd-short?! set-rd-begun?! set-rd-served! set-rd-reads! set-rd-fresh?!))
+(module+ dispatch (provide set-conn-mpx?!))
+(module+ handler-run (provide set-conn-pending!))
+(module+ request-state (provide set-conn-last-params! set-server-last-params!))
+(module+ server (provide set-server-closing?! set-server-handover!))
+(module+ for-tests
+  (define-syntax-rule (owners o ...) (begin (require (submod ".." o) ...)
+                                            (provide (all-from-out (submod ".." o) ...))))
+  (owners connection dispatch handler-run request-state server)
+  (provide set-conn-deadline! set-conn-awaiting! set-conn-cref! set-conn-write-deadline!
+           set-conn-broken?! set-conn-closing?! set-server-sleepers!))
 
 ;; ---------------------------------------------------------------------------------------
 ;; The read deadline: when the reader gives up on a peer that sends nothing. It is set
@@ -214,6 +231,13 @@
     (define old (unbox b))
     (if (box-cas! b old (+ old n)) (+ old n) (loop))))
 
+;; stat-add! : server symbol [natural] -> void ; atomic: request threads and the reader all count
+(define (stat-add! srv key [n 1])
+  (define stats (server-stats srv))
+  (start-atomic)
+  (hash-set! stats key (+ n (hash-ref stats key 0)))
+  (end-atomic))
+
 ;; conn-broken! : conn -> void ; mark the connection unusable and close its socket (or
 ;; ports), which wakes a reader or writer blocked on it (with broken-evt); its owner
 ;; learns it (owner-lost!).
@@ -239,9 +263,16 @@
     (semaphore-post (conn-broken-sema c)))
   first?)
 
-;; conn-shutdown-write! : conn -> void ; half-closes it for a graceful close
-(define (conn-shutdown-write! c)
-  (io-shutdown! (conn-io c)))
+;; conn-close! : conn -> void
+;; Graceful close: no new requests, half-close, then the reader drains what the peer still
+;; sends until EOF or drain-timeout, and closes.
+(define (conn-close! c)
+  (unless (or (conn-closing? c) (conn-broken? c))
+    (set-conn-closing?! c #t)
+    (conn-await! c 'drain)
+    (conn-lock! c)
+    (io-shutdown! (conn-io c))
+    (semaphore-post (conn-lock c))))
 
 ;; conn-read! : conn bytes natural natural [boolean] -> (or/c natural eof exn:fail 'wake)
 ;; Blocks until the connection has bytes (at least one is read into bs[start, end)), the

@@ -1,13 +1,13 @@
 #lang racket/base
-;; fastcgi/private/engine/handlers.rkt: a request's run and end on its connection, over pipes
+;; fastcgi/private/engine/handler-run.rkt: a request's run and end on its connection, over pipes
 ;; (tests/lib/pipe-conn.rkt): run-handler! (the answer, the running slot, retire!, the
 ;; observer), a handler that raises or whose body was already refused, retire! and the
 ;; connection's graceful close, abort-all!, start-pending!, and the request timeout's
 ;; break and end from outside; and, end to end, a handler that raises on a kept connection.
 (require rackunit
          "../fastcgi/main.rkt"
-         (only-in "../fastcgi/private/engine/handlers.rkt" run-handler! retire! conn-close! abort-all!
-                  start-pending! start-handler! check-request-timeouts! stat-add! observe!)
+         (only-in "../fastcgi/private/engine/handler-run.rkt" run-handler! retire! abort-all!
+                  pend! start-pending! start-handler! check-request-timeouts! observe!)
          (only-in "../fastcgi/private/engine/request-state.rkt" fastcgi-request-state
                   request-body-rejected! fastcgi-request-handler)
          (only-in "../fastcgi/private/util/limits.rkt" limits-idle-timeout)
@@ -121,13 +121,13 @@
   (define ran (make-semaphore 0))
   (define-values (c p) (make-pipe-conn #:handler (λ (r) (semaphore-post ran))))
   (define srv (conn-server c))
-  (set-conn-pending! c (admitted! c (make-live-request c 1)))
+  (pend! c (admitted! c (make-live-request c 1)))
   (start-pending! c)
   (check-false (conn-pending c))
   (check-not-false (sync/timeout 5 ran))
   (check-status (peer-answer p 1) 200)
   (define r2 (admitted! c (make-live-request c 2 #:state 'done)))
-  (set-conn-pending! c r2)
+  (pend! c r2)
   (start-pending! c)
   (check-equal? (unbox (server-running srv)) 0 "ended before it ran: the slot is back")
   (check-false (sync/timeout 0.05 ran) "and it never runs")

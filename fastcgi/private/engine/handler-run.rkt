@@ -1,33 +1,23 @@
 #lang racket/base
 ;; A request's run and end on its connection: its handler in a thread of its own or in the
-;; reader's (inline: connection.rkt), the answer when the handler fails or runs past the
-;; request timeout, and retire!, which frees the request's id and closes the connection
-;; when the front asked for that. Also the connection's graceful close and the counters
-;; every part of the connection layer adds to.
+;; reader's (inline: connection.rkt, which runs the connection's pending request, the one
+;; admitted to run inline once its input has ended), the answer when the handler fails or
+;; runs past the request timeout, and retire!, which frees the request's id and closes the
+;; connection when the front asked for that. The only writer of a connection's pending.
 (require ffi/unsafe/atomic
          "../util/catch.rkt" "../util/limits.rkt" "../util/log.rkt" "../util/table.rkt"
          "../protocol/protocol.rkt"
-         "wire.rkt" "owner.rkt" "request.rkt" "contain.rkt"
+         "wire.rkt" (submod "wire.rkt" handler-run) "owner.rkt" "request.rkt" "contain.rkt"
          (only-in "queue-delay.rkt" handler-cpu-done!))
-(provide (struct-out rd)
-         stat-add!
-         observe!
+(provide observe!
          abort-all!
-         conn-close!
          retire!
+         pend!
+         unpend!
          start-pending!
          start-handler!
          run-handler!
          check-request-timeouts!)
-
-;; The reader's state, shared by the threads that read one connection in turn (which of
-;; them reads it now is its owner's state: owner.rkt). reads: read() calls in this turn of
-;; the loop; done: what the thread that sees the end does; paramz: the parameterization
-;; (custodian included) the connection was served with, for every reader thread of it;
-;; fresh?: bytes came since the read deadline was last chosen (connection.rkt's
-;; next-deadline!).
-(struct rd (decoder [short? #:mutable] [begun? #:mutable] [served #:mutable] done paramz
-                    [reads #:mutable] [fresh? #:mutable]))
 
 ;; abort-all! : conn -> void ; the connection is gone: every live request learns it
 (define (abort-all! c)
@@ -35,17 +25,14 @@
     (request-abort! r))
   (table-clear! (conn-requests c)))
 
-;; conn-close! : conn -> void
-;; Graceful close: no new requests, half-close, then the reader drains what the peer still
-;; sends until EOF or drain-timeout, and closes.
-(define (conn-close! c)
-  (unless (or (conn-closing? c) (conn-broken? c))
-    (set-conn-closing?! c #t)
-    (conn-await! c 'drain)
-    (conn-lock! c)
-    (conn-shutdown-write! c)
-    (semaphore-post (conn-lock c))))
+;; pend! : conn request -> void
+;; r, admitted, runs inline in the reader's thread once its input has ended (read-loop).
+(define (pend! c r)
+  (set-conn-pending! c r))
 
+;; unpend! : conn -> void ; the pending request runs inline now (connection.rkt's run-inline!)
+(define (unpend! c)
+  (set-conn-pending! c #f))
 
 ;; start-pending! : conn -> void
 ;; The pending request (if any) gets a thread after all, or, if it has ended before it
@@ -197,13 +184,6 @@
     (catching exn:fail? (λ (e) (log-fastcgi-error "request observer failed: ~a"
                                                   (log-escape (exn-message e))))
       (observer r (- (now-ms) (fastcgi-request-start-ms r))))))
-
-;; stat-add! : server symbol -> void ; atomic: request threads and the reader all count
-(define (stat-add! srv key)
-  (define stats (server-stats srv))
-  (start-atomic)
-  (hash-set! stats key (add1 (hash-ref stats key 0)))
-  (end-atomic))
 
 ;; How long a handler that ignored its request-timeout break may run on before its
 ;; request is ended from outside.
