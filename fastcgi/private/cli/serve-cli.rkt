@@ -98,19 +98,25 @@
              "Default: fd 0 when it is a listening socket (spawned by the web server),"
              "else systemd socket activation (LISTEN_FDS), else an error.")
             "addr"))
-    (list '("--socket-mode") (λ (_ octal) (put! 'socket-mode (octal-arg "--socket-mode" octal)))
-          (list (format "Mode of a unix socket file (default 0~o)" (default serve-config-socket-mode))
-                "octal"))
+    (option/default put! '("--socket-mode") 'socket-mode octal-arg serve-config-socket-mode "octal"
+                    "Mode of a unix socket file (default 0~o)")
     (list '("--socket-owner") (λ (_ user) (put! 'socket-owner (name-or-id user)))
           '("Owner (name or uid) of a unix socket file" "user"))
     (list '("--socket-group") (λ (_ grp) (put! 'socket-group (name-or-id grp)))
           '("Group (name or gid) of a unix socket file" "grp"))
-    (list '("--backlog") (λ (_ n) (put! 'backlog (count-arg "--backlog" n)))
-          (list (format "Listen backlog (default ~a)" (default serve-config-backlog)) "n"))
+    (option/default put! '("--backlog") 'backlog count-arg serve-config-backlog "n"
+                    "Listen backlog (default ~a)")
     (list '("--allowed-clients") (λ (_ list) (put! 'allowed-clients list))
           '(("Comma-separated IPv4/IPv6 addresses or CIDR blocks allowed to connect over TCP"
              "(default: $FCGI_WEB_SERVER_ADDRS, else everyone). A list that parses to nothing denies everyone.")
             "list"))))
+
+;; option/default : (symbol any -> void) (listof string) symbol (string string -> any)
+;;                  (serve-config -> any) string string -> list
+;; An option whose value is (parse flag value) and whose help ends with its default (text:
+;; a format string with one ~a, given the default's field).
+(define (option/default put! flags key parse field meta text)
+  (list flags (λ (_ v) (put! key (parse (car flags) v))) (list (format text (default field)) meta)))
 
 ;; pool-flags : (symbol any -> void) (symbol -> void) -> list
 ;; mode! gets 'single? or 'check?.
@@ -124,16 +130,14 @@
     (list '("--pm") (λ (_ kind) (put! 'pm (choice-arg "--pm" kind '(static dynamic ondemand)
                                                      "static, dynamic or ondemand")))
           '("static (default), dynamic or ondemand" "kind"))
-    (list '("--min-spare") (λ (_ n) (put! 'min-spare (count-arg "--min-spare" n)))
-          (list (format "dynamic: fewest idle workers (default ~a)" (default serve-config-min-spare)) "n"))
+    (option/default put! '("--min-spare") 'min-spare count-arg serve-config-min-spare "n"
+                    "dynamic: fewest idle workers (default ~a)")
     (list '("--max-spare") (λ (_ n) (put! 'max-spare (count-arg "--max-spare" n)))
           '("dynamic: most idle workers (default --workers)" "n"))
     (list '("--max-workers") (λ (_ n) (put! 'max-workers (count-arg "--max-workers" n)))
           '("dynamic, ondemand: most workers (default 2 x --workers)" "n"))
-    (list '("--idle-timeout") (λ (_ secs) (put! 'idle-timeout (seconds-arg "--idle-timeout" secs)))
-          (list (format "ondemand: seconds before an idle worker stops (default ~a)"
-                        (default serve-config-idle-timeout))
-                "secs"))
+    (option/default put! '("--idle-timeout") 'idle-timeout seconds-arg serve-config-idle-timeout "secs"
+                    "ondemand: seconds before an idle worker stops (default ~a)")
     (list '("--max-requests") (λ (_ n) (put! 'max-requests (count-arg "--max-requests" n)))
           '("Replace a worker after it took N requests (default: never)" "n"))
     (list '("--max-requests-jitter") (λ (_ n) (put! 'max-requests-jitter (natural-arg "--max-requests-jitter" n)))
@@ -149,28 +153,19 @@
           '(("Stop a worker whose private memory passes SIZE at once, without waiting for its"
              "requests: SIGTERM, then SIGKILL 1 s later (default: 2 x --max-memory)")
             "size"))
-    (list '("--graceful-timeout") (λ (_ secs) (put! 'graceful-timeout (seconds-arg "--graceful-timeout" secs)))
-          (list (format "Seconds to finish in-flight requests on stop and reload (default ~a)"
-                        (default serve-config-graceful-timeout))
-                "secs"))
-    (list '("--start-timeout") (λ (_ secs) (put! 'start-timeout (seconds-arg "--start-timeout" secs)))
-          (list (format "Seconds a new worker, or a generation's loader, may take to load the app (default ~a)"
-                        (default serve-config-start-timeout))
-                "secs"))
+    (option/default put! '("--graceful-timeout") 'graceful-timeout seconds-arg serve-config-graceful-timeout "secs"
+                    "Seconds to finish in-flight requests on stop and reload (default ~a)")
+    (option/default put! '("--start-timeout") 'start-timeout seconds-arg serve-config-start-timeout "secs"
+                    "Seconds a new worker, or a generation's loader, may take to load the app (default ~a)")
     (list '("--canary") (λ (_ secs) (put! 'canary (seconds-arg "--canary" secs)))
           '(("Reload through a canary: the new generation's first worker serves beside the old"
              "generation for SECS (and --canary-requests answers); past --canary-max-errors the"
              "reload rolls back by itself (default: no canary)")
             "secs"))
-    (list '("--canary-requests") (λ (_ n) (put! 'canary-requests (count-arg "--canary-requests" n)))
-          (list (format "Answers a canary must give before it is judged, within 3 x its seconds (default ~a)"
-                        (default serve-config-canary-requests))
-                "n"))
-    (list '("--canary-max-errors")
-          (λ (_ pts) (put! 'canary-max-errors (points-arg "--canary-max-errors" pts)))
-          (list (format "Percentage points of 5xx answers a canary may have over the old generation (default ~a)"
-                        (default serve-config-canary-max-errors))
-                "points"))
+    (option/default put! '("--canary-requests") 'canary-requests count-arg serve-config-canary-requests "n"
+                    "Answers a canary must give before it is judged, within 3 x its seconds (default ~a)")
+    (option/default put! '("--canary-max-errors") 'canary-max-errors points-arg serve-config-canary-max-errors "points"
+                    "Percentage points of 5xx answers a canary may have over the old generation (default ~a)")
     (list '("--pid-file") (λ (_ file) (put! 'pid-file (path->string (path->complete-path file))))
           '("Write the manager's pid here (and the status to FILE.status.json)" "file"))
     (list '("--preload") (λ (_) (put! 'preload #t))
@@ -196,9 +191,8 @@
           '("One line per request to FILE, or - for stdout (default: none)" "file"))
     (list '("--slow-log") (λ (_ file) (put! 'slow-log (log-file-arg file)))
           '("Requests running past --slow-threshold, with their stack, to FILE" "file"))
-    (list '("--slow-threshold") (λ (_ secs) (put! 'slow-threshold (seconds-arg "--slow-threshold" secs)))
-          (list (format "Seconds after which a request is slow (default ~a)" (default serve-config-slow-threshold))
-                "secs"))
+    (option/default put! '("--slow-threshold") 'slow-threshold seconds-arg serve-config-slow-threshold "secs"
+                    "Seconds after which a request is slow (default ~a)")
     (list '("--log-level") (λ (_ level) (put! 'log-level (log-level-arg level)))
           '("Log level on stderr: error, warning, info (default), debug" "level"))))
 

@@ -7,7 +7,8 @@
          ffi/unsafe/vm
          racket/string
          "../util/probes.rkt")
-(provide AF_UNIX AF_INET AF_INET6 SOCK_STREAM SOCK_NONBLOCK SOCK_CLOEXEC
+(provide fd-pair
+         AF_UNIX AF_INET AF_INET6 SOCK_STREAM SOCK_NONBLOCK SOCK_CLOEXEC
          SOL_SOCKET SO_REUSEADDR SO_ACCEPTCONN IPPROTO_TCP TCP_NODELAY
          IPPROTO_IPV6 IPV6_V6ONLY SHUT_WR
          EINTR EAGAIN ENFILE EMFILE ENOBUFS ENOMEM EPROTO ECONNABORTED ECONNREFUSED
@@ -149,6 +150,10 @@
          (foreign-set! 'uptr msg 24 (fx* 2 k))
          (sendmsg fd msg ,MSG_NOSIGNAL))))))
 
+;; fd-pair : bytes -> (values fd fd) ; the two descriptors pipe2 or socketpair wrote into bs
+(define (fd-pair bs)
+  (values (integer-bytes->integer bs #t #f 0 4) (integer-bytes->integer bs #t #f 4 8)))
+
 ;; sendrecs-probe : procedure -> (or/c #t string)
 ;; #t when send sends two records (from offsets in both strings) over a socket pair
 ;; as the bytes they name, read back at the other end.
@@ -158,8 +163,7 @@
     [(< (c-socketpair AF_UNIX (bitwise-ior SOCK_STREAM SOCK_CLOEXEC) 0 sv) 0)
      (format "cannot make a socket pair to probe it (errno ~a)" (saved-errno))]
     [else
-     (define a (integer-bytes->integer sv #t #f 0 4))
-     (define b (integer-bytes->integer sv #t #f 4 8))
+     (define-values (a b) (fd-pair sv))
      (dynamic-wind
       void
       (λ ()

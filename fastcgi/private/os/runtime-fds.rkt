@@ -11,7 +11,7 @@
 (require ffi/unsafe
          ffi/unsafe/port
          racket/list
-         (only-in "ffi.rkt" define-libc))
+         (only-in "ffi.rkt" define-libc fd-pair))
 (provide open-descriptors
          runtime-descriptors-probe
          probe-runtime-descriptors!
@@ -102,8 +102,7 @@
   (cond
     [(not (zero? (c-pipe2 b (bitwise-ior O_CLOEXEC O_NONBLOCK)))) "cannot make a pipe to probe the epoll set"]
     [else
-     (define r (integer-bytes->integer b #t #f 0 4))
-     (define w (integer-bytes->integer b #t #f 4 8))
+     (define-values (r w) (fd-pair b))
      (dynamic-wind
       void
       (λ ()
@@ -157,8 +156,9 @@
   (define b (make-bytes 8 0))
   (unless (zero? (c-pipe2 b O_CLOEXEC))
     (error 'fork "pipe2 failed (errno ~a)" (saved-errno)))
-  (onto! (integer-bytes->integer b #t #f 0 4) r)
-  (onto! (integer-bytes->integer b #t #f 4 8) w))
+  (define-values (new-r new-w) (fd-pair b))
+  (onto! new-r r)
+  (onto! new-w w))
 
 ;; onto! : fd fd -> void ; new takes old's number and flags; new's own number is closed
 (define (onto! new old)
