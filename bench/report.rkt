@@ -45,7 +45,7 @@
 ;; markdown (bench/memory.rkt) or #f when not run, whether --workers existed, the
 ;; commands run (a list of strings), the configuration files (an alist of title and
 ;; text), the versions (an alist), and the sections of the benchmarks run on their own
-;; (bench/trampoline-results.md, bench/canary-results.md), each with its comment, or #f.
+;; (bench/trampoline-results.md, bench/canary-results.md, bench/side-by-side-results.md), each with its comment, or #f.
 (struct outcome (date cores mode duration warmup rounds
                  hello25 hello100 large upload cpu many latency relay memory
                  workers? commands configs versions trampoline)

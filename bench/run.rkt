@@ -660,7 +660,7 @@
                                                           #:ours-address (addrs-ours a)))))
         ;; the results of the benchmarks run on their own, included verbatim
         (define included
-          (for/list ([name (in-list '("trampoline-results.md" "canary-results.md"))]
+          (for/list ([name (in-list '("trampoline-results.md" "canary-results.md" "side-by-side-results.md"))]
                      #:when (file-exists? (build-path bench-dir name)))
             (format "\n<!-- bench/~a, included verbatim -->\n\n~a\n" name (file->string (build-path bench-dir name)))))
         (outcome (parameterize ([date-display-format 'iso-8601]) (date->string (current-date) #t))
