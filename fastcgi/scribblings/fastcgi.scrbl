@@ -805,9 +805,11 @@ a generation's loader), @filepath{manager-forks.rkt} takes the forks' answers an
 deadlines, @filepath{manager-reports.rkt} applies the workers' and the
 loaders' reports, @filepath{manager-exits.rkt} a worker's exit,
 @filepath{manager-loader.rkt} a loader's exit and deadline, @filepath{manager-reload.rkt}
-reloads, @filepath{manager-watch.rkt} is the tick (deadlines, the watchdog, memory),
-@filepath{manager-status.rkt} the status board and files, and
-@filepath{manager-notify.rkt} what it tells systemd (@secref["systemd"];
+reloads, @filepath{manager-canary.rkt} a canary reload's trial and verdict,
+@filepath{manager-stacks.rkt} the asks for the running requests' stacks,
+@filepath{manager-watch.rkt} is the tick (deadlines, the watchdog, memory),
+@filepath{manager-status.rkt} the status board and files, @filepath{manager-gc.rkt} the
+manager's own memory, and @filepath{manager-notify.rkt} what it tells systemd (@secref["systemd"];
 @filepath{os/sd-notify.rkt} is the notify socket). A loader is @filepath{worker/loader.rkt} (run by
 @filepath{worker/loader-main.rkt}); @filepath{os/fork.rkt} forks a worker from it and checks what a
 fork cannot share (@filepath{os/runtime-fds.rkt} finds and probes the runtime's own
