@@ -87,7 +87,10 @@
 ;; with-named-sleep : (subprocess -> any) -> any
 ;; a `sleep` named as a manager is (ctl checks that the pid file's process runs fastcgi)
 (define (with-named-sleep proc)
-  (define-values (sp o i e) (subprocess #f #f #f (find-executable-path "bash") "-c"
+  ;; with SIGHUP and SIGTERM at their default action (a shell cannot reset one ignored at
+  ;; its start: a test run under nohup leaves SIGHUP ignored), so that they end it
+  (define-values (sp o i e) (subprocess #f #f #f (find-executable-path "env")
+                                        "--default-signal=HUP,INT,TERM" "bash" "-c"
                                         "exec -a raco-fastcgi-serve sleep 60"))
   (for ([p (list o i e)]) (if (input-port? p) (close-input-port p) (close-output-port p)))
   (wait-until 5 "the sleep runs"

@@ -4,7 +4,9 @@
 ;; started: signals ignored (as nohup leaves SIGHUP, as a non-interactive shell leaves a
 ;; background job's SIGINT), signals blocked in the mask (as a supervisor may hand down),
 ;; a descriptor open without close-on-exec (as a shell may hold). Both survive exec. Signal
-;; names: HUP INT QUIT TERM USR1. The mask is set to exactly --block's signals.
+;; names: HUP INT QUIT TERM USR1. Exactly what is asked: the signals not named in --ignore
+;; take their default action (whatever this process inherited: a test run under nohup
+;; leaves SIGHUP ignored), and the mask is set to exactly --block's signals.
 (require ffi/unsafe
          racket/cmdline
          racket/string
@@ -45,6 +47,7 @@
     (when (and fd (>= fd 3)) (c-fcntl fd 2 1)))          ; F_SETFD FD_CLOEXEC
   ;; Racket ignores SIGPIPE itself: the program gets it as a shell would give it
   (void (c-signal 13 0))
+  (for ([s (in-list (hash-values numbers))] #:unless (= s 13)) (c-signal s 0))   ; SIG_DFL
   (for ([s (in-list ignore)]) (c-signal s 1))
   (define set (make-bytes 128 0))
   (void (c-sigemptyset set))
