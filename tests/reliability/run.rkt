@@ -18,6 +18,7 @@
          racket/cmdline
          racket/file
          racket/format
+         (only-in racket/future processor-count)
          racket/list
          racket/math
          racket/port
@@ -286,7 +287,10 @@
                                   (set-box! peak (max (unbox peak) (car (snapshot c))))
                                   (loop)))))
   (define over-secs (secs 30))
-  (define rate (* 3 cap))
+  ;; 3 x what the pool can serve at best: the measured capacity, or, when it came out
+  ;; lower, a core per worker at the handler's 5 ms (the measure can see one worker only,
+  ;; when every connection nginx kept went to it: then 3 x the measure is no overload)
+  (define rate (* 3 (max cap (* (min workers (processor-count)) (/ 1000 5)))))
   (define h1 (start-loadgen (ctx-bin c) #:url (url c path) #:rate rate #:seconds over-secs
                             #:timeout 30 #:max-inflight 6000))
   (sleep over-secs)
