@@ -1,6 +1,6 @@
 #lang racket/base
 ;; The layering of fastcgi/private: every module sits in one folder of layers.rktd, and
-;; requires (at any phase, or by a runtime path or define-lazy) only modules of its own
+;; requires (at any phase, or by a runtime or relative path or define-lazy) only modules of its own
 ;; folder or of a folder listed before it; the references between modules make no cycle.
 ;; The modules are read as syntax, never run.
 (require rackunit
@@ -17,7 +17,7 @@
 
 ;; module-references : path -> (listof (cons string syntax))
 ;; The relative module paths ("x.rkt", "../f/x.rkt") a module names in its requires (any
-;; phase, any submodule), runtime paths, runtime module path indexes and define-lazy, each
+;; phase, any submodule), runtime paths, runtime module path indexes, relative paths and define-lazy, each
 ;; with the syntax that names it (for its line).
 (define (module-references file)
   (define stx
@@ -46,7 +46,7 @@
                                             [else '()])))
       (case head
         [(require) (for-each spec! (cdr items))]
-        [(define-runtime-path define-runtime-module-path-index)
+        [(define-runtime-path define-runtime-module-path-index define-relative-path)
          (when (= (length items) 3) (spec! (caddr items)))]
         [(define-lazy) (when (>= (length items) 2) (spec! (cadr items)))]
         [else (for-each walk items)])))
@@ -171,18 +171,19 @@
       (check-regexp-match #rx"low/a.rkt:2: low/a.rkt \\(layer low\\) requires high/b.rkt \\(layer high" (car ps))
       (check-equal? (layering-problems dir '("high" "low")) '()))))
 
-(test-case "upward references hidden in for-syntax, only-in, submod, runtime paths and define-lazy are found"
+(test-case "upward references hidden in for-syntax, only-in, submod, runtime and relative paths and define-lazy are found"
   (with-tree (hash "private/low/a.rkt"
                    (string-append "#lang racket/base\n"
                                   "(require (for-syntax (only-in \"../high/b.rkt\" x)))\n"
                                   "(module+ sub (require (submod \"../high/c.rkt\" private)))\n"
                                   "(define-runtime-path p \"../high/d.rkt\")\n"
+                                  "(define-relative-path q \"../high/f.rkt\")\n"
                                   "(define (f) (define-lazy \"../high/e.rkt\" g) g)\n")
-                   "private/high/b.rkt" (mod) "private/high/c.rkt" (mod) "private/high/d.rkt" (mod) "private/high/e.rkt" (mod))
+                   "private/high/b.rkt" (mod) "private/high/c.rkt" (mod) "private/high/d.rkt" (mod) "private/high/e.rkt" (mod) "private/high/f.rkt" (mod))
     (λ (dir)
       (define ps (layering-problems dir '("low" "high")))
-      (check-equal? (length ps) 4 (format "~s" ps))
-      (for ([m '("b" "c" "d" "e")])
+      (check-equal? (length ps) 5 (format "~s" ps))
+      (for ([m '("b" "c" "d" "e" "f")])
         (check-not-false (for/or ([p ps]) (regexp-match? (format "requires high/~a.rkt" m) p)) m)))))
 
 (test-case "a cycle is a problem, even inside one layer"

@@ -4,10 +4,10 @@
 ;; The CLI prints the `fastcgi` log itself, with timestamps; the root logger's default
 ;; stderr receiver would print every error line a second time, so the CLI's modules are
 ;; loaded under a logger of their own, with no parent.
-(require racket/runtime-path)
+(require "../util/relative-path.rkt")
 (provide run-cli)
 
-(define-runtime-path cli "cli.rkt")
+(define-relative-path cli "cli.rkt")
 
 ;; run-cli : (vectorof string) -> any
 (define (run-cli argv)

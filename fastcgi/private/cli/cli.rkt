@@ -1,7 +1,7 @@
 #lang racket/base
 ;; `raco fastcgi`: one handle-<command> per subcommand (serve's is serve-cli.rkt).
 (require racket/list
-         racket/runtime-path)
+         "../util/relative-path.rkt")
 (provide main app-last)
 
 (define commands
@@ -33,10 +33,10 @@
 
 ;; Each command's modules load only when it runs: a process holds what it loads, and the
 ;; manager (serve) runs as long as the pool; the dev front pulls in web-server's HTTP server.
-(define-runtime-path serve-module "serve-cli.rkt")
-(define-runtime-path dev-module "../dev/dev.rkt")
-(define-runtime-path request-module "request-cli.rkt")
-(define-runtime-path ctl-module "ctl.rkt")
+(define-relative-path serve-module "serve-cli.rkt")
+(define-relative-path dev-module "../dev/dev.rkt")
+(define-relative-path request-module "request-cli.rkt")
+(define-relative-path ctl-module "ctl.rkt")
 
 ;; app-last : (vectorof string) -> (vectorof string)
 ;; `serve APP.rkt --listen X` reads as `serve --listen X APP.rkt`: racket/cmdline wants the

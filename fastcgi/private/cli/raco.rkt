@@ -5,12 +5,14 @@
 (require compiler/find-exe
          racket/runtime-path
          "cli-run.rkt"
-         "../os/exec.rkt")
+         "../os/exec.rkt"
+         "../os/racket-program.rkt")
 
 (define-runtime-path cli-run "cli-run.rkt")
 
-(let ([argv (current-command-line-arguments)])
-  (when (and (positive? (vector-length argv)) (equal? (vector-ref argv 0) "serve"))
-    (define racket (find-exe))
-    (when racket (exec-racket! racket cli-run (vector->list argv))))
-  (run-cli argv))
+(let* ([argv (current-command-line-arguments)]
+       [racket (and (positive? (vector-length argv)) (equal? (vector-ref argv 0) "serve") (find-exe))])
+  (when racket (exec-racket! racket cli-run (vector->list argv)))
+  ;; still raco's process: the manager starts its processes with the racket found here
+  (parameterize ([current-racket-program racket])
+    (run-cli argv)))

@@ -4,8 +4,8 @@
 ;; (config.rkt, which states every default; the --help texts that name a default take it
 ;; from there or from limits.rkt), then run by the manager, the single process or --check.
 (require racket/cmdline
-         racket/runtime-path
          "cli-args.rkt"
+         "../util/relative-path.rkt"
          "../worker/config.rkt"
          "../util/limits.rkt"
          "../manager/manager.rkt")
@@ -49,8 +49,8 @@
 
 ;; --check and --single load the app, so they need the worker's modules; the manager, which
 ;; runs as long as the pool does, never loads them (each process holds what it loads).
-(define-runtime-path check-module "check.rkt")
-(define-runtime-path single-module "../worker/single.rkt")
+(define-relative-path check-module "check.rkt")
+(define-relative-path single-module "../worker/single.rkt")
 
 ;; hash->limits : (hash/c symbol any) -> limits ; make-limits with these keyword arguments
 (define (hash->limits h)

@@ -4,7 +4,6 @@
 ;; manager's main loop touches it, so it needs no locks. Also here: the queries over the
 ;; workers that several of those modules ask, and what the manager releases when it ends.
 (require ffi/unsafe/port
-         racket/file
          "../os/child-process.rkt"
          "../os/logging.rkt"
          "../transport/transport.rkt")
@@ -344,7 +343,11 @@
   (listener-close! (manager-control m))
   (flush-logging))
 
-;; file->string* : path -> (or/c string #f)
-(define (file->string* p) (with-handlers ([exn:fail? (λ (e) #f)]) (file->string p)))
+;; file->string* : path -> (or/c string #f) ; a pid file's first line, or what of it fits
+;; in 64 characters ("" when empty); #f when it cannot be read
+(define (file->string* p)
+  (with-handlers ([exn:fail? (λ (e) #f)])
+    (define s (call-with-input-file p (λ (in) (read-string 64 in))))
+    (if (eof-object? s) "" s)))
 ;; delete-file* : path -> void
 (define (delete-file* p) (with-handlers ([exn:fail? void]) (delete-file p)))

@@ -3,13 +3,13 @@
 ;; retire!, at once: cut!), mark one to be recycled, and maintain! the pool at the size
 ;; the process manager (pm.rkt) asks for.
 (require racket/list
-         racket/runtime-path
-         compiler/find-exe
          "../os/child-process.rkt"
          "../util/clock.rkt"
          "../worker/config.rkt"
          (only-in "../worker/lines.rkt" message-line)
          "../util/log.rkt"
+         "../util/relative-path.rkt"
+         "../os/racket-program.rkt"
          "lifecycle.rkt"
          "manager-state.rkt"
          (submod "manager-state.rkt" workers)
@@ -20,8 +20,8 @@
          start-base! base-kind-known! stop-loader! stop-idle-loaders! stopped-loader-exited!
          drain! cut! retire! recycle! maintain! starts-now)
 
-(define-runtime-path worker-module "../worker/worker-main.rkt")
-(define-runtime-path loader-module "../worker/loader-main.rkt")
+(define-relative-path worker-module "../worker/worker-main.rkt")
+(define-relative-path loader-module "../worker/loader-main.rkt")
 
 (define hard-grace 1)             ; seconds between SIGTERM and SIGKILL past --max-memory-hard
 (define fork-timeout 5)           ; seconds a loader may take to answer a fork line
@@ -93,7 +93,7 @@
 (define (start-racket m module cfg [args '()])
   (define-values (sp out in err)
     (apply subprocess (passable (current-output-port)) (manager-listen-port m) (passable (current-error-port))
-           (find-exe) "-N" (if (eq? module loader-module) "fastcgi-loader" "fastcgi-worker")
+           (racket-program) "-N" (if (eq? module loader-module) "fastcgi-loader" "fastcgi-worker")
            "-t" (path->string module)
            "--" (append args (list (let ([o (open-output-string)]) (write-serve-config cfg o) (get-output-string o))))))
   sp)

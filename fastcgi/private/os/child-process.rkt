@@ -7,7 +7,6 @@
 ;; signal).
 (require ffi/unsafe
          ffi/unsafe/port
-         racket/file
          (only-in "ffi.rkt" c-close define-libc)
          (only-in "signals.rkt" signal-name))
 (provide become-subreaper!
@@ -119,5 +118,5 @@
 ;; proc-kb : path regexp -> (or/c natural #f) ; a "N kB" figure of a /proc file, in bytes
 (define (proc-kb file rx)
   (with-handlers ([exn:fail? (λ (e) #f)])
-    (define m (regexp-match rx (file->string file)))
-    (and m (* 1024 (string->number (cadr m))))))
+    (define m (call-with-input-file file (λ (in) (regexp-match rx in))))
+    (and m (* 1024 (string->number (bytes->string/latin-1 (cadr m)))))))

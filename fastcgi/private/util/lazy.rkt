@@ -12,8 +12,7 @@
 ;; syntax, and dynamic-require of syntax instantiates the compile-time side of the module
 ;; and of everything it requires (for web-server's modules, a large part of a worker).
 (require (for-syntax racket/base)
-         ffi/unsafe/atomic
-         racket/runtime-path)
+         ffi/unsafe/atomic)
 (provide define-lazy)
 
 (define-syntax (define-lazy stx)
@@ -39,7 +38,7 @@
                      [(i ...) (for/list ([k (in-range (length names))]) k)])
          #'(begin
              submodule
-             (define-runtime-module-path-index mpi '(submod "." sub-name))
+             (define mpi (module-path-index-join '(submod "." sub-name) (variable-reference->module-path-index (#%variable-reference))))
              (define exports (lazy-exports mpi (#%variable-reference)))
              (define name (wrap exports i 'name)) ...)))]))
 

@@ -2,9 +2,9 @@
 ;; The program a generation's loader, or the pool's base, runs (loader.rkt):
 ;; racket -t loader-main.rkt -- [base-raw | base-servlet] CONFIG, under a logger with no
 ;; parent as a worker's (worker-main.rkt says why); the processes it forks go on under it.
-(require racket/runtime-path)
-(define-runtime-path loader "loader.rkt")
-(define-runtime-path config "config.rkt")
+(require "../util/relative-path.rkt")
+(define-relative-path loader "loader.rkt")
+(define-relative-path config "config.rkt")
 (module+ main
   (define args (current-command-line-arguments))
   (define mode (and (= 2 (vector-length args)) (vector-ref args 0)))

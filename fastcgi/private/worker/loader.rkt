@@ -26,7 +26,6 @@
 ;; PID: that process becomes generation G's loader, as above, on top of the base's heap.
 ;; SIGTERM, or the end of its control connection, stops either; so does the manager's death.
 (require ffi/unsafe/port
-         racket/runtime-path
          racket/string
          (only-in "../os/ffi.rkt" [c-getpid getpid] dup-cloexec null-onto!)
          "app.rkt"
@@ -35,6 +34,7 @@
          "../os/fork.rkt"
          "../os/inherit.rkt"
          "../util/log.rkt"
+         "../util/relative-path.rkt"
          "../os/logging.rkt"
          "../os/signals.rkt"
          "worker.rkt")
@@ -42,10 +42,10 @@
 
 ;; What a servlet worker loads at its first use of them (define-lazy): loaded here, they
 ;; are in the shared image rather than in each worker.
-(define-runtime-module-path-index servlet-mod "../servlet/servlet.rkt")
-(define-runtime-module-path-index web-mod "../servlet/web.rkt")
-(define-runtime-module-path-index relay-mod "../servlet/relay.rkt")
-(define-runtime-module-path-index sessions-mod "../servlet/sessions.rkt")
+(define-relative-path servlet-mod "../servlet/servlet.rkt")
+(define-relative-path web-mod "../servlet/web.rkt")
+(define-relative-path relay-mod "../servlet/relay.rkt")
+(define-relative-path sessions-mod "../servlet/sessions.rkt")
 (define servlet-modules
   (list servlet-mod web-mod relay-mod sessions-mod
         'web-server/servlet/web-cells 'web-server/http/xexpr))

@@ -4,9 +4,9 @@
 ;; root logger's default stderr receiver does not print error lines a second time (the
 ;; worker prints the `fastcgi` log itself, timestamped and tagged with its pid).
 ;; CONFIG is the serve-config the manager wrote (config.rkt's write-serve-config).
-(require racket/runtime-path)
-(define-runtime-path worker "worker.rkt")
-(define-runtime-path config "config.rkt")
+(require "../util/relative-path.rkt")
+(define-relative-path worker "worker.rkt")
+(define-relative-path config "config.rkt")
 (module+ main
   (define args (current-command-line-arguments))
   (parameterize ([current-logger (make-logger #f #f)])
