@@ -12,6 +12,7 @@
          (only-in "../fastcgi/private/engine/dispatch.rkt" dispatch! queue-delay-ms note-shed!)
          (only-in "../fastcgi/private/engine/request.rkt" fastcgi-request-state fastcgi-request-rejected
                   request-param)
+         (only-in "../fastcgi/private/engine/request-state.rkt" request-abort! request-admit!)
          "../fastcgi/private/util/table.rkt"
          "../fastcgi/private/engine/wire.rkt"
          "lib/connection-handler.rkt"
@@ -93,6 +94,31 @@
   (check-equal? (dispatch-bytes! c d (stream->bytes 'stdin 1 #"abc")) '(#f #f))
   (check-equal? (fastcgi-request-state r) 'running)
   (check-equal? (port->bytes (fastcgi-request-stdin r)) #"abc" "the body, queued for the handler"))
+
+(test-case "a request another thread ended before its PARAMS ended: nothing runs, and admitting it is refused, not an error"
+  ;; abort-all! (the connection broke, seen by another request's thread) ends every live
+  ;; request while the reader may hold one between its lookup and its admission
+  ;; (params-done!): in clean-clone run 11 the fuzzer saw "request-state: request 3: no
+  ;; admit in state done". The reader's own steps cannot be interleaved here: the first
+  ;; part checks the end of PARAMS after the abort, the second the admission itself.
+  (define ran? #f)
+  (define-values (c p) (make-pipe-conn #:handler (λ (r) (set! ran? #t))))
+  (define d (make-decoder))
+  (define srv (conn-server c))
+  (dispatch-bytes! c d (bytes-append (begin-bytes 1) (record->bytes 'params 1 (pairs->bytes (params "X" "y")))))
+  (define r (table-ref (conn-requests c) 1 #f))
+  (request-abort! r)
+  (check-equal? (dispatch-bytes! c d (record->bytes 'params 1 #"")) '(#f))
+  (check-equal? (fastcgi-request-state r) 'done)
+  (check-equal? (unbox (server-running srv)) 0 "not counted as running")
+  (check-false (hash-ref (server-stats srv) 'requests #f) "not counted as a request")
+  (check-false (conn-pending c))
+  (check-false ran?)
+  ;; and admission itself, should the request end between that check and it
+  (define r2 (make-live-request c 2 #:state 'params))
+  (request-abort! r2)
+  (check-false (request-admit! r2))
+  (check-equal? (fastcgi-request-state r2) 'done))
 
 (test-case "a second live request makes the connection multiplexed: the pending one gets a thread"
   (define ran (make-semaphore 0))

@@ -200,6 +200,8 @@
   (server-wake-sleepers! srv)
   (define declared (request-declared-length r #f))
   (cond
+    ;; ended already, from another thread (its connection broke: abort-all!): nothing to do
+    [(eq? (fastcgi-request-state r) 'done) #f]
     [(eq? declared 'bad)
      (reject! c r 'content-length-malformed "CONTENT_LENGTH is not a number")]
     [(and declared (> declared (limits-max-body lim)))
@@ -227,8 +229,9 @@
           (shed! c r (λ () (format "waited ~a ms before a worker took it (HTTP_X_REQUEST_START), over the ~a ms allowed (max-queue-delay)"
                              (inexact->exact (round waited))
                              (inexact->exact (round (* 1000 (limits-max-queue-delay lim))))))))]
+    ;; the same, between the check above and now
+    [(not (request-admit! r)) #f]
     [else
-     (request-admit! r)
      ;; admitted: counted as running from now (max-concurrent), whichever way it runs
      (counter-add! (server-running srv) 1)
      (stat-add! srv 'requests)

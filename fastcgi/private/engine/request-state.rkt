@@ -135,12 +135,12 @@
       (conn-lock! c)
       (begin0 (let () body ...) (semaphore-post (conn-lock c))))))
 
-;; request-admit! : request -> void
+;; request-admit! : request -> boolean ; #f: it ended first (abort-all!, another thread)
 ;; Its params have ended and the server takes it: its body comes next, or, for an
 ;; Authorizer, which has none, it is running (its stdin is an ended one).
 (define (request-admit! r)
-  (step! r 'admit)
-  (when (eq? (fastcgi-request-state r) 'running) (close-request-stdin! r)))
+  (and (under-conn-lock r (and (not (eq? (fastcgi-request-state r) 'done)) (step! r 'admit) #t))
+       (begin (when (eq? (fastcgi-request-state r) 'running) (close-request-stdin! r)) #t)))
 
 ;; request-stream-ended! : request boolean -> void
 ;; Its STDIN (data? #f) or a Filter's DATA stream has ended: the handler reads eof there.
