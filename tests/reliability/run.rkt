@@ -288,8 +288,8 @@
                                   (loop)))))
   (define over-secs (secs 30))
   ;; 3 x what the pool can serve at best: the measured capacity, or, when it came out
-  ;; lower, a core per worker at the handler's 5 ms (the measure can see one worker only,
-  ;; when every connection nginx kept went to it: then 3 x the measure is no overload)
+  ;; lower, a core per worker at the handler's 5 ms (a measure that comes out low, as it
+  ;; did when one worker took every connection nginx kept, would make 3 x no overload)
   (define rate (* 3 (max cap (* (min workers (processor-count)) (/ 1000 5)))))
   (define h1 (start-loadgen (ctx-bin c) #:url (url c path) #:rate rate #:seconds over-secs
                             #:timeout 30 #:max-inflight 6000))

@@ -216,7 +216,14 @@
              (begin (semaphore-post overflow) slots)
              slot))
        (cond
-         [fd (admit! d fd peer slot*) (loop)]
+         [fd (admit! d fd peer slot*)
+             ;; one connection a turn, as the loop accepts (accepts-per-turn): the new
+             ;; connection's thread runs before the next accept, so that in a burst of
+             ;; connections a busy worker leaves the rest to idle siblings. Accepting them
+             ;; all at once, one worker took nearly every connection nginx opened and kept
+             ;; (accept-balance-nginx-test) and the pool served on one core.
+             (sleep 0)
+             (loop)]
          [else (semaphore-post slot*)])))))   ; the listener was closed: stop accepting
 
 ;; stop! : door real (listof bytes) -> void
