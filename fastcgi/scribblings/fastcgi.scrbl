@@ -2377,6 +2377,9 @@ off by default; turn it on (1 s is a good value to start from) where overload is
 The estimate counts every running handler as computing: an app with many handlers that
 mostly wait (on a database, say) and also cost a lot of CPU each may be shed before the
 CPU is really the limit; raise the limit or turn it off (@tt{off}) for such an app.
+The rest of the process's CPU is all of it that the handlers did not use: under
+@racket[serve/fastcgi] in a program whose own threads also compute (a background job, a
+client of the server in the same process), their CPU is charged to the requests too.
 
 With it on, handler threads run in a thread group of their own, and Racket shares the CPU between
 that group as a whole and each other thread: however many handlers compute, the threads

@@ -40,7 +40,9 @@
 ;;   cheap ones).
 ;; - the rest of the process's CPU (reading, writing, what a handler's own threads do),
 ;;   over the requests admitted meanwhile: most of it is spent as a request arrives, so a
-;;   burst's is spread over the burst, not charged to the few of it that end first.
+;;   burst's is spread over the burst, not charged to the few of it that end first. It is
+;;   the whole process's: other threads that compute in it (an embedding program's, a
+;;   client of the server in the same process) count as requests' cost.
 ;;   In a run in which no request arrives, the process's CPU is housekeeping (the timer,
 ;;   the reports to the manager) and is left out, even while handlers run on: a handler
 ;;   that waits (a hang the request timeout ends, a long poll) would otherwise have that
